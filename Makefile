@@ -1,0 +1,31 @@
+EXTENSION = chroma_sync
+EXTVERSION = 0.1
+
+MODULE_big = chroma_sync
+OBJS = \
+	src/chroma_sync.o \
+	src/encode.o \
+	src/http.o \
+	src/chroma_api.o \
+	src/records.o
+
+DATA = sql/chroma_sync--0.1.sql
+
+REGRESS = setup server collections records records_bad query upsert_query security
+REGRESS_OPTS = --inputdir=. --load-extension=chroma_sync
+
+SHLIB_LINK = -lcurl
+
+# CI builds with WERROR=1; everyone gets the warnings.
+PG_CFLAGS = -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers -Wno-sign-compare
+ifeq ($(WERROR),1)
+PG_CFLAGS += -Werror
+endif
+ifeq ($(SANITIZE),1)
+PG_CFLAGS += -fsanitize=address,undefined -fno-omit-frame-pointer -O1
+SHLIB_LINK += -fsanitize=address,undefined
+endif
+
+PG_CONFIG ?= pg_config
+PGXS := $(shell $(PG_CONFIG) --pgxs)
+include $(PGXS)
