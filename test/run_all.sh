@@ -1,0 +1,334 @@
+#!/usr/bin/env bash
+# Runs every test suite of chroma_sync, from a fresh Debian 12 machine, as root:
+# installs what is missing (apt, npm, the glibc of the new Chroma server), builds and
+# installs the extension, then runs the C unit tests, pg_regress against the old and the
+# new Chroma server, and the TAP tests. Stops every server it started, also on failure.
+# The last line of output is "N passed, M failed"; the exit status is non-zero when
+# anything failed or broke.
+#
+#   bash test/run_all.sh [--only regress|unit|tap[,...]] [--server old|new]
+#
+# Environment: KEEP=1 leaves the servers (and their data) running for debugging;
+# REGRESS_TIMEOUT, UNIT_TIMEOUT, TAP_TIMEOUT (seconds per suite / per TAP file).
+set -uo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+CHROMA_ROOT=$ROOT
+KEEP=${KEEP:-0}
+REGRESS_TIMEOUT=${REGRESS_TIMEOUT:-1200}
+UNIT_TIMEOUT=${UNIT_TIMEOUT:-600}
+TAP_TIMEOUT=${TAP_TIMEOUT:-900}
+
+usage() {
+	sed -n '2,/^set -uo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'
+	exit "${1:-0}"
+}
+
+SUITES=regress,unit,tap
+SERVERS="old new"
+while [ $# -gt 0 ]; do
+	case $1 in
+	--only) SUITES=${2:-}; shift 2 || usage 2 ;;
+	--only=*) SUITES=${1#--only=}; shift ;;
+	--server) SERVERS=${2:-}; shift 2 || usage 2 ;;
+	--server=*) SERVERS=${1#--server=}; shift ;;
+	-h | --help) usage 0 ;;
+	*) echo "unknown argument: $1" >&2; usage 2 ;;
+	esac
+done
+for s in ${SUITES//,/ }; do
+	case $s in regress | unit | tap) ;; *) echo "unknown suite '$s' (regress, unit, tap)" >&2; exit 2 ;; esac
+done
+case $SERVERS in "old new" | old | new) ;; *) echo "unknown server '$SERVERS' (old or new)" >&2; exit 2 ;; esac
+wants() { [[ ",$SUITES," == *",$1,"* ]]; }
+if [ "$(id -u)" -ne 0 ]; then
+	echo "run_all.sh must run as root (it installs packages and runs PostgreSQL as postgres)" >&2
+	exit 2
+fi
+
+WORK_DIR=$(mktemp -d /tmp/chroma_sync_test.XXXXXX) || exit 1
+chmod 755 "$WORK_DIR"
+LOG_DIR=$WORK_DIR/logs
+mkdir -p "$LOG_DIR"
+CHROMA_PIDS_DIR=$WORK_DIR/chroma-pids
+mkdir -p "$CHROMA_PIDS_DIR"
+
+# shellcheck source=lib/common.sh
+. "$ROOT/test/lib/common.sh"
+CHROMA_PID_DIRS+=("$CHROMA_PIDS_DIR")
+
+PASSED=0
+FAILED=0
+BROKEN=()
+T0=$SECONDS
+
+broken() {
+	BROKEN+=("$1")
+	FAILED=$((FAILED + 1))
+}
+
+elapsed() { printf '%02d:%02d' $(((SECONDS - T0) / 60)) $(((SECONDS - T0) % 60)); }
+
+# stage "DESCRIPTION" LOGNAME CMD...: runs CMD in this shell with its output in
+# $LOG_DIR/LOGNAME.log; one line on stdout; the log's tail when it fails.
+stage() {
+	local what=$1 log=$LOG_DIR/$2.log t=$SECONDS rc
+	shift 2
+	printf '[%s] %-52s ' "$(elapsed)" "$what"
+	"$@" >>"$log" 2>&1 </dev/null
+	rc=$?
+	if [ $rc -eq 0 ]; then
+		echo "ok ($((SECONDS - t))s)"
+	else
+		echo "FAILED ($((SECONDS - t))s, exit $rc)"
+		show_tail "$log" 40
+	fi
+	return $rc
+}
+
+# ---------------------------------------------------------------------- pg_regress
+
+# run_regress old|new: the whole pg_regress suite against a fresh server of that kind.
+run_regress() {
+	local kind=$1 port url cpid out log ok bad names rc
+	port=$(free_port) || { broken "regress-$kind: no free port"; return; }
+	url=http://127.0.0.1:$port
+	if ! stage "start $kind Chroma server (port $port)" chroma-start-regress-$kind \
+		start_chroma "$kind" "$WORK_DIR/chroma-regress-$kind" "$port" "$LOG_DIR/chroma-regress-$kind.log"; then
+		broken "regress-$kind: Chroma server did not start"
+		return
+	fi
+	cpid=$CHROMA_PID
+	if ! stage "start PostgreSQL for regress-$kind" pg-start-regress-$kind start_pg "regress-$kind" "$url"; then
+		show_tail "$PG_LOG" 30
+		broken "regress-$kind: PostgreSQL did not start"
+		stop_chroma "$cpid"
+		return
+	fi
+	out=$WORK_DIR/regress-$kind
+	mkdir -p "$out"
+	log=$LOG_DIR/regress-$kind.log
+	stage "pg_regress against the $kind server" regress-$kind \
+		timeout "$REGRESS_TIMEOUT" make -C "$ROOT" PG_CONFIG="$PG_CONFIG" installcheck \
+		PGHOST="$PG_DIR" PGPORT="$PG_PORT" PGUSER=postgres EXTRA_REGRESS_OPTS="--outputdir=$out"
+	rc=$?
+	# PG 15: "test name ... ok 12 ms" or "     name ... FAILED 30 ms" (parallel groups).
+	ok=$(grep -cE '^(test +| +)[^ ]+ +\.\.\. +ok' "$log")
+	bad=$(grep -cE '^(test +| +)[^ ]+ +\.\.\. +(FAILED|failed)' "$log")
+	names=$(grep -E '^(test +| +)[^ ]+ +\.\.\. +(FAILED|failed)' "$log" |
+		sed -E 's/^(test +| +)([^ ]+).*/\2/' | tr '\n' ' ')
+	PASSED=$((PASSED + ok))
+	FAILED=$((FAILED + bad))
+	note "regress-$kind: $ok passed, $bad failed${names:+: $names}"
+	if [ $rc -ne 0 ] && [ "$bad" -eq 0 ]; then
+		broken "regress-$kind: make installcheck exited $rc$([ $rc -eq 124 ] && echo ' (timeout)')"
+	fi
+	if [ -s "$out/regression.diffs" ]; then
+		cp "$out/regression.diffs" "$LOG_DIR/regression-$kind.diffs"
+		if [ "$bad" -gt 0 ] || [ $rc -ne 0 ]; then
+			echo "    ---- first 200 lines of regression.diffs ($kind server)"
+			head -n 200 "$out/regression.diffs" | sed 's/^/    | /'
+		fi
+	fi
+	if [ "$bad" -gt 0 ] || [ $rc -ne 0 ]; then
+		show_tail "$PG_LOG" 30
+		show_tail "$LOG_DIR/chroma-regress-$kind.log" 20
+	fi
+	stop_pg "$PG_DIR/data" >>"$LOG_DIR/pg-stop-regress-$kind.log" 2>&1
+	stop_chroma "$cpid"
+}
+
+# ---------------------------------------------------------------------- unit tests
+
+run_unit() {
+	local log=$LOG_DIR/unit.log line p f rc
+	if [ ! -f "$ROOT/test/unit/Makefile" ]; then
+		note "unit: skipped, test/unit/Makefile does not exist yet"
+		return
+	fi
+	stage "C unit tests" unit timeout "$UNIT_TIMEOUT" make -C "$ROOT/test/unit" PG_CONFIG="$PG_CONFIG" check
+	rc=$?
+	line=$(grep -E '^unit: [0-9]+ passed, [0-9]+ failed' "$log" | tail -n 1)
+	if [ -z "$line" ]; then
+		broken "unit: no 'unit: N passed, M failed' line (exit $rc)"
+		return
+	fi
+	p=$(echo "$line" | sed -E 's/^unit: ([0-9]+) passed, ([0-9]+) failed.*/\1/')
+	f=$(echo "$line" | sed -E 's/^unit: ([0-9]+) passed, ([0-9]+) failed.*/\2/')
+	PASSED=$((PASSED + p))
+	FAILED=$((FAILED + f))
+	note "$line"
+	if [ $rc -ne 0 ] && [ "$f" -eq 0 ]; then
+		broken "unit: make check exited $rc with no failed test"
+	fi
+}
+
+# ---------------------------------------------------------------------- TAP tests
+
+# True when the postgres user can read what the TAP tests need in place.
+postgres_can_read_repo() {
+	as_postgres test -r "$ROOT/test/lib/chroma_ctl.sh" &&
+		as_postgres test -r "$ROOT/test/chroma/old/node_modules/chromadb/dist/cli.mjs" &&
+		as_postgres test -r "$ROOT/test/chroma/new/node_modules/chromadb/dist/cli.mjs" &&
+		{ [ ! -d "$GLIBC_DIR" ] || as_postgres test -r "$CHROMA_GLIBC_LIB/libc.so.6"; } &&
+		for f in "$ROOT"/test/t/*.pl; do as_postgres test -r "$f" || return 1; done
+}
+
+# A copy of the test files and Chroma servers the postgres user can read (hard links when
+# the file system allows).
+copy_repo_for_postgres() {
+	local dst=$WORK_DIR/repo
+	mkdir -p "$dst/test" "$dst/.cache" &&
+		cp -a "$ROOT/test/t" "$ROOT/test/lib" "$dst/test/" &&
+		{ cp -al "$ROOT/test/chroma" "$dst/test/" 2>/dev/null || cp -a "$ROOT/test/chroma" "$dst/test/"; } &&
+		{ [ ! -d "$GLIBC_DIR" ] || cp -a "$GLIBC_DIR" "$dst/.cache/"; } &&
+		chmod -R a+rX "$dst"
+}
+
+tap_chroma_start() {
+	start_chroma "$TAP_KIND" "$TAP_DIR/chroma-data" "$TAP_PORT" "$LOG_DIR/chroma-tap.log" postgres
+}
+
+run_one_tap() {
+	local file=$1
+	as_postgres env \
+		PATH="$PG_BIN:$PATH" PERL5LIB="$PG_PERL_LIB" PG_REGRESS="$PG_REGRESS" PG_CONFIG="$PG_CONFIG" \
+		TESTDIR="$TAP_DIR" CHROMA_URL="http://127.0.0.1:$TAP_PORT" CHROMA_SERVER="$TAP_KIND" \
+		CHROMA_PORT="$TAP_PORT" CHROMA_PID="$CHROMA_PID" CHROMA_DATA_DIR="$TAP_DIR/chroma-data" \
+		CHROMA_LOG="$LOG_DIR/chroma-tap.log" CHROMA_CTL="$CHROMA_ROOT/test/lib/chroma_ctl.sh" \
+		CHROMA_PIDS_DIR="$TAP_PIDS_DIR" CHROMA_ROOT="$CHROMA_ROOT" CHROMA_GLIBC_LIB="$CHROMA_GLIBC_LIB" \
+		CHROMA_SYNC_ROOT="$ROOT" TAP_LOG_DIR="$LOG_DIR" \
+		bash -c 'cd "$TESTDIR" && exec timeout "$0" prove -v "$1"' "$TAP_TIMEOUT" "$file"
+}
+
+run_tap() {
+	local files=("$ROOT"/test/t/*.pl) f name log rc ok bad
+	if [ ! -e "${files[0]}" ]; then
+		note "tap: skipped, there is no test/t/*.pl yet"
+		return
+	fi
+	TAP_DIR=$WORK_DIR/tap
+	TAP_PIDS_DIR=$TAP_DIR/chroma-pids
+	mkdir -p "$TAP_PIDS_DIR" && chown -R postgres: "$TAP_DIR"
+	CHROMA_PID_DIRS+=("$TAP_PIDS_DIR")
+	if ! postgres_can_read_repo; then
+		if ! stage "copy test files for the postgres user" tap-copy copy_repo_for_postgres; then
+			broken "tap: could not copy the test files"
+			return
+		fi
+		CHROMA_ROOT=$WORK_DIR/repo
+		CHROMA_GLIBC_LIB=$CHROMA_ROOT/.cache/glibc13/root/usr/lib/x86_64-linux-gnu
+		files=("$CHROMA_ROOT"/test/t/*.pl)
+	fi
+	TAP_KIND=${SERVERS%% *}
+	TAP_PORT=$(free_port) || { broken "tap: no free port"; return; }
+	CHROMA_PIDS_DIR=$TAP_PIDS_DIR
+	if ! stage "start $TAP_KIND Chroma server for TAP (port $TAP_PORT)" chroma-start-tap tap_chroma_start; then
+		broken "tap: Chroma server did not start"
+		return
+	fi
+	for f in "${files[@]}"; do
+		name=$(basename "$f" .pl)
+		log=$LOG_DIR/tap-$name.log
+		# A test may have stopped or replaced the server: give the next one a running server.
+		if ! curl -sf --max-time 2 "http://127.0.0.1:$TAP_PORT/api/v2/heartbeat" >/dev/null; then
+			stage "restart Chroma server for TAP" chroma-start-tap tap_chroma_start || {
+				broken "tap: Chroma server did not restart"
+				return
+			}
+		fi
+		stage "TAP $name" "tap-$name" run_one_tap "$f"
+		rc=$?
+		ok=$(grep -cE '^ok [0-9]+' "$log")
+		bad=$(grep -E '^not ok [0-9]+' "$log" | grep -vc '# TODO')
+		PASSED=$((PASSED + ok))
+		FAILED=$((FAILED + bad))
+		if [ $rc -ne 0 ] && [ "$bad" -eq 0 ]; then
+			broken "tap $name: exited $rc$([ $rc -eq 124 ] && echo ' (timeout)') with no failed subtest"
+		fi
+		if [ $rc -ne 0 ]; then
+			show_tail "$TAP_DIR/tmp_check/log/regress_log_$name" 60
+			for n in "$TAP_DIR"/tmp_check/log/"${name}"_*.log; do show_tail "$n" 20; done
+			show_tail "$LOG_DIR/chroma-tap.log" 10
+		fi
+		note "tap $name: $ok passed, $bad failed"
+		stop_all_pg "$TAP_DIR/tmp_check"
+	done
+	CHROMA_PIDS_DIR=$WORK_DIR/chroma-pids
+}
+
+# ---------------------------------------------------------------------- clean-up
+
+CLEANED=0
+cleanup() {
+	[ $CLEANED = 1 ] && return
+	CLEANED=1
+	if [ -d "${TAP_DIR:-}/tmp_check/log" ]; then
+		cp -r "$TAP_DIR/tmp_check/log" "$LOG_DIR/tap-tmp_check" 2>/dev/null
+	fi
+	if [ "$KEEP" = 1 ]; then
+		echo "KEEP=1: servers left running; data under $WORK_DIR"
+		for d in "${PG_DATA_DIRS[@]}"; do
+			[ -f "$d/postmaster.pid" ] && echo "    postgres: $d (stop: runuser -u postgres -- $PG_BIN/pg_ctl -D $d stop)"
+		done
+		for d in "${CHROMA_PID_DIRS[@]}"; do
+			for f in "$d"/*; do
+				[ -e "$f" ] && echo "    chroma pid $(basename "$f"): $(cat "$f") (stop: bash $CHROMA_CTL stop $(basename "$f"))"
+			done
+		done
+		return
+	fi
+	stop_all_pg "$WORK_DIR/tap"
+	stop_all_chroma
+	rm -rf "$WORK_DIR"/pg-* "$WORK_DIR"/chroma-regress-* "$WORK_DIR"/regress-* "$WORK_DIR/tap" "$WORK_DIR/repo"
+}
+
+FINISHED=0
+on_exit() {
+	local rc=$?
+	trap - EXIT INT TERM
+	cleanup
+	if [ $FINISHED = 0 ]; then
+		[ $rc -ne 0 ] && broken "harness interrupted (exit $rc)"
+	fi
+	echo "logs: $LOG_DIR"
+	[ ${#BROKEN[@]} -gt 0 ] && printf 'broken: %s\n' "${BROKEN[@]}"
+	echo "total time: $(elapsed)"
+	echo "$PASSED passed, $FAILED failed"
+	[ "$FAILED" -eq 0 ] && [ ${#BROKEN[@]} -eq 0 ] && exit 0
+	exit 1
+}
+trap on_exit EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# ---------------------------------------------------------------------- main
+
+echo "chroma_sync tests: suites=$SUITES servers=${SERVERS// /,} work dir=$WORK_DIR"
+want_new=0
+{ [[ $SERVERS == *new* ]] || wants tap; } && want_new=1
+if ! stage "install dependencies" install install_deps "$want_new"; then
+	broken "install: dependencies could not be installed"
+	FINISHED=1
+	exit 1
+fi
+chown -R postgres: "$LOG_DIR" "$CHROMA_PIDS_DIR"
+
+built=1
+if wants regress || wants tap; then
+	if ! stage "build and install the extension (WERROR=1)" build build_extension; then
+		broken "build: make WERROR=1 / make install failed; regress and tap not run"
+		built=0
+	fi
+fi
+
+wants unit && run_unit
+if [ $built = 1 ]; then
+	if wants regress; then
+		for kind in $SERVERS; do run_regress "$kind"; done
+	fi
+	wants tap && run_tap
+fi
+
+FINISHED=1
+exit 0
