@@ -57,6 +57,9 @@ mkdir -p "$CHROMA_PIDS_DIR"
 . "$ROOT/test/lib/common.sh"
 CHROMA_PID_DIRS+=("$CHROMA_PIDS_DIR")
 
+# The terminal, kept as fds 8 and 9 (closed in the commands the harness starts).
+exec 8>&1 9>&2
+IN_STAGE=0
 PASSED=0
 FAILED=0
 BROKEN=()
@@ -70,19 +73,34 @@ broken() {
 elapsed() { printf '%02d:%02d' $(((SECONDS - T0) / 60)) $(((SECONDS - T0) % 60)); }
 
 # stage "DESCRIPTION" LOGNAME CMD...: runs CMD in this shell with its output in
-# $LOG_DIR/LOGNAME.log; one line on stdout; the log's tail when it fails.
+# $LOG_DIR/LOGNAME.log; one line on stdout; the log's last $STAGE_TAIL lines when it fails.
 stage() {
-	local what=$1 log=$LOG_DIR/$2.log t=$SECONDS rc
+	local what=$1 log=$LOG_DIR/$2.log t=$SECONDS rc tail_lines=${STAGE_TAIL:-40}
 	shift 2
 	printf '[%s] %-52s ' "$(elapsed)" "$what"
+	IN_STAGE=1
 	"$@" >>"$log" 2>&1 </dev/null
 	rc=$?
+	IN_STAGE=0
 	if [ $rc -eq 0 ]; then
 		echo "ok ($((SECONDS - t))s)"
 	else
 		echo "FAILED ($((SECONDS - t))s, exit $rc)"
-		show_tail "$log" 40
+		[ "$tail_lines" -eq 0 ] || show_tail "$log" "$tail_lines"
 	fi
+	return $rc
+}
+
+# Runs "$@" (a command, not a function) from / in the background and waits for it, so that a
+# signal to the harness interrupts the wait at once; on_exit then stops the command.
+CHILD=
+bg_run() {
+	local rc
+	(cd / && exec "$@" 8>&- 9>&-) &
+	CHILD=$!
+	wait "$CHILD"
+	rc=$?
+	CHILD=
 	return $rc
 }
 
@@ -108,8 +126,8 @@ run_regress() {
 	out=$WORK_DIR/regress-$kind
 	mkdir -p "$out"
 	log=$LOG_DIR/regress-$kind.log
-	stage "pg_regress against the $kind server" regress-$kind \
-		timeout "$REGRESS_TIMEOUT" make -C "$ROOT" PG_CONFIG="$PG_CONFIG" installcheck \
+	STAGE_TAIL=0 stage "pg_regress against the $kind server" regress-$kind \
+		bg_run timeout "$REGRESS_TIMEOUT" make -C "$ROOT" PG_CONFIG="$PG_CONFIG" installcheck \
 		PGHOST="$PG_DIR" PGPORT="$PG_PORT" PGUSER=postgres EXTRA_REGRESS_OPTS="--outputdir=$out"
 	rc=$?
 	# PG 15: "test name ... ok 12 ms" or "     name ... FAILED 30 ms" (parallel groups).
@@ -121,6 +139,7 @@ run_regress() {
 	FAILED=$((FAILED + bad))
 	note "regress-$kind: $ok passed, $bad failed${names:+: $names}"
 	if [ $rc -ne 0 ] && [ "$bad" -eq 0 ]; then
+		show_tail "$log" 40
 		broken "regress-$kind: make installcheck exited $rc$([ $rc -eq 124 ] && echo ' (timeout)')"
 	fi
 	if [ -s "$out/regression.diffs" ]; then
@@ -132,7 +151,7 @@ run_regress() {
 	fi
 	if [ "$bad" -gt 0 ] || [ $rc -ne 0 ]; then
 		show_tail "$PG_LOG" 30
-		show_tail "$LOG_DIR/chroma-regress-$kind.log" 20
+		show_tail "$LOG_DIR/chroma-regress-$kind.log" 10
 	fi
 	stop_pg "$PG_DIR/data" >>"$LOG_DIR/pg-stop-regress-$kind.log" 2>&1
 	stop_chroma "$cpid"
@@ -146,7 +165,7 @@ run_unit() {
 		note "unit: skipped, test/unit/Makefile does not exist yet"
 		return
 	fi
-	stage "C unit tests" unit timeout "$UNIT_TIMEOUT" make -C "$ROOT/test/unit" PG_CONFIG="$PG_CONFIG" check
+	stage "C unit tests" unit bg_run timeout "$UNIT_TIMEOUT" make -C "$ROOT/test/unit" PG_CONFIG="$PG_CONFIG" check
 	rc=$?
 	line=$(grep -E '^unit: [0-9]+ passed, [0-9]+ failed' "$log" | tail -n 1)
 	if [ -z "$line" ]; then
@@ -191,14 +210,14 @@ tap_chroma_start() {
 
 run_one_tap() {
 	local file=$1
-	as_postgres env \
+	bg_run timeout "$TAP_TIMEOUT" runuser -u postgres -- env \
 		PATH="$PG_BIN:$PATH" PERL5LIB="$PG_PERL_LIB" PG_REGRESS="$PG_REGRESS" PG_CONFIG="$PG_CONFIG" \
 		TESTDIR="$TAP_DIR" CHROMA_URL="http://127.0.0.1:$TAP_PORT" CHROMA_SERVER="$TAP_KIND" \
 		CHROMA_PORT="$TAP_PORT" CHROMA_PID="$CHROMA_PID" CHROMA_DATA_DIR="$TAP_DIR/chroma-data" \
 		CHROMA_LOG="$LOG_DIR/chroma-tap.log" CHROMA_CTL="$CHROMA_ROOT/test/lib/chroma_ctl.sh" \
 		CHROMA_PIDS_DIR="$TAP_PIDS_DIR" CHROMA_ROOT="$CHROMA_ROOT" CHROMA_GLIBC_LIB="$CHROMA_GLIBC_LIB" \
 		CHROMA_SYNC_ROOT="$ROOT" TAP_LOG_DIR="$LOG_DIR" \
-		bash -c 'cd "$TESTDIR" && exec timeout "$0" prove -v "$1"' "$TAP_TIMEOUT" "$file"
+		bash -c 'cd "$TESTDIR" && exec prove -v "$0"' "$file"
 }
 
 run_tap() {
@@ -237,7 +256,7 @@ run_tap() {
 				return
 			}
 		fi
-		stage "TAP $name" "tap-$name" run_one_tap "$f"
+		STAGE_TAIL=0 stage "TAP $name" "tap-$name" run_one_tap "$f"
 		rc=$?
 		ok=$(grep -cE '^ok [0-9]+' "$log")
 		bad=$(grep -E '^not ok [0-9]+' "$log" | grep -vc '# TODO')
@@ -247,6 +266,7 @@ run_tap() {
 			broken "tap $name: exited $rc$([ $rc -eq 124 ] && echo ' (timeout)') with no failed subtest"
 		fi
 		if [ $rc -ne 0 ]; then
+			show_tail "$log" 30
 			show_tail "$TAP_DIR/tmp_check/log/regress_log_$name" 60
 			for n in "$TAP_DIR"/tmp_check/log/"${name}"_*.log; do show_tail "$n" 20; done
 			show_tail "$LOG_DIR/chroma-tap.log" 10
@@ -287,6 +307,13 @@ FINISHED=0
 on_exit() {
 	local rc=$?
 	trap - EXIT INT TERM
+	# A signal may arrive inside a stage, whose output goes to its log: back to the terminal.
+	exec 1>&8 2>&9
+	[ $IN_STAGE = 1 ] && echo "interrupted"
+	if [ -n "$CHILD" ]; then
+		kill -TERM "$CHILD" 2>/dev/null
+		wait "$CHILD" 2>/dev/null
+	fi
 	cleanup
 	if [ $FINISHED = 0 ]; then
 		[ $rc -ne 0 ] && broken "harness interrupted (exit $rc)"

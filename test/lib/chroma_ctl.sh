@@ -72,7 +72,16 @@ cmd_start() {
 		die "something already answers on port $port"
 	fi
 	echo "chroma_ctl: starting $kind server: ${cmd[*]} run --path $dir --host 127.0.0.1 --port $port" >>"$log"
-	"${cmd[@]}" run --path "$dir" --host 127.0.0.1 --port "$port" >>"$log" 2>&1 </dev/null &
+	(
+		# The server outlives its caller: hand it none of the caller's pipes.
+		for fd in /proc/self/fd/*; do
+			fd=${fd##*/}
+			if [ "$fd" -gt 2 ] && [ "$fd" -lt 255 ]; then
+				eval "exec $fd>&-" 2>/dev/null || true
+			fi
+		done
+		exec "${cmd[@]}" run --path "$dir" --host 127.0.0.1 --port "$port" >>"$log" 2>&1 </dev/null
+	) &
 	pid=$!
 	if [ -n "${CHROMA_PIDS_DIR:-}" ]; then
 		echo "$kind $port $dir" >"$CHROMA_PIDS_DIR/$pid" || true

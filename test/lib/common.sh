@@ -23,9 +23,10 @@ APT_PACKAGES=(
 
 note() { echo "    $*"; }
 
-# Runs "$@" as the postgres user, from a directory that user can enter.
+# Runs "$@" as the postgres user, from a directory that user can enter (fds 8 and 9, the
+# harness's terminal, are not handed to servers started this way).
 as_postgres() {
-	(cd / && runuser -u postgres -- "$@")
+	(cd / && runuser -u postgres -- "$@" 8>&- 9>&-)
 }
 
 # A TCP port on 127.0.0.1 that nothing listens on right now.
@@ -41,7 +42,7 @@ show_tail() {
 	local file=$1 lines=${2:-40}
 	[ -s "$file" ] || return 0
 	echo "    ---- last $lines lines of $file"
-	tail -n "$lines" "$file" | sed 's/^/    | /'
+	tail -n "$lines" "$file" | sed 's/\x1b\[[0-9;]*m//g; s/^/    | /'
 }
 
 package_installed() {
@@ -64,9 +65,7 @@ install_deps() {
 	fi
 	if [ ${#missing[@]} -gt 0 ]; then
 		echo "installing: ${missing[*]}"
-		apt-get -o Acquire::Retries=3 update || return 1
-		DEBIAN_FRONTEND=noninteractive apt-get -o Acquire::Retries=3 install -y \
-			--no-install-recommends "${missing[@]}" </dev/null || return 1
+		apt_install "${missing[@]}" || return 1
 	else
 		echo "apt packages already installed"
 	fi
@@ -79,6 +78,20 @@ install_deps() {
 	if [ "$want_new" = 1 ]; then
 		prepare_glibc || return 1
 	fi
+}
+
+# apt-get install without starting the packages' services (the tests start their own
+# servers on free ports; a stray nginx or PostgreSQL on the default ports is not wanted).
+apt_install() {
+	local policy=/usr/sbin/policy-rc.d added=0 rc=0
+	if [ ! -e $policy ]; then
+		printf '#!/bin/sh\nexit 101\n' >$policy && chmod 755 $policy && added=1
+	fi
+	apt-get -o Acquire::Retries=3 update &&
+		DEBIAN_FRONTEND=noninteractive apt-get -o Acquire::Retries=3 install -y \
+			--no-install-recommends "$@" </dev/null || rc=1
+	[ $added = 0 ] || rm -f $policy
+	return $rc
 }
 
 # npm ci in test/chroma/KIND unless node_modules already matches package-lock.json.
@@ -162,7 +175,7 @@ start_chroma() {
 		CHROMA_PID=$(as_postgres env CHROMA_PIDS_DIR="$CHROMA_PIDS_DIR" CHROMA_ROOT="$CHROMA_ROOT" \
 			CHROMA_GLIBC_LIB="$CHROMA_GLIBC_LIB" bash "$CHROMA_CTL" start "$kind" "$dir" "$port" "$log")
 	else
-		CHROMA_PID=$(CHROMA_PIDS_DIR="$CHROMA_PIDS_DIR" CHROMA_ROOT="$CHROMA_ROOT" bash "$CHROMA_CTL" start "$kind" "$dir" "$port" "$log")
+		CHROMA_PID=$(CHROMA_PIDS_DIR="$CHROMA_PIDS_DIR" CHROMA_ROOT="$CHROMA_ROOT" bash "$CHROMA_CTL" start "$kind" "$dir" "$port" "$log" 8>&- 9>&-)
 	fi
 }
 
