@@ -61,6 +61,14 @@ size_t		cs_base64_encode_scalar(const unsigned char *src, size_t n, char *dst);
 /* Name of the implementation cs_base64_encode dispatches to ("avx2", "scalar", ...). */
 const char *cs_base64_impl(void);
 
+/*
+ * The encoder named impl ("scalar", "avx2", "avx512vbmi") when this build and CPU can
+ * run it, else NULL: lets tests and benchmarks reach every implementation. The
+ * dispatch picks the fastest; CHROMA_SYNC_BASE64=avx2 or =scalar caps it.
+ */
+typedef size_t (*cs_base64_fn) (const unsigned char *src, size_t n, char *dst);
+cs_base64_fn cs_base64_encoder(const char *impl);
+
 /* ---- JSON ---- */
 
 /* Appends s as a quoted JSON string; escapes '"', '\\' and every byte < 0x20 (and 0x7f). */

@@ -144,46 +144,63 @@ test_base64_known_floats(void)
 	cs_buf_free_malloc(&b);
 }
 
-/* Every length 0..4096 at every start offset 0..31: dispatched == scalar, no overrun. */
+/*
+ * Every length 0..4096 at every start offset 0..31: each vector encoder this CPU runs,
+ * and the dispatched one, write exactly what the scalar one does, and nothing past it.
+ */
 static void
-test_base64_dispatch_matches_scalar(void)
+test_base64_vectors_match_scalar(void)
 {
 	enum
 	{
 		MAXLEN = 4096, MAXOFF = 32, GUARD = 64
 	};
+	static const char *const impls[] = {"avx2", "avx512vbmi", "dispatch"};
 	unsigned char *src = malloc(MAXLEN + MAXOFF);
 	char	   *want = malloc(cs_base64_len(MAXLEN) + GUARD);
 	char	   *got = malloc(cs_base64_len(MAXLEN) + GUARD);
 	size_t		len;
 	size_t		i;
+	size_t		k;
 
-	printf("     base64 implementation: %s\n", cs_base64_impl());
-	for (i = 0; i < MAXLEN + MAXOFF; i++)
-		src[i] = (unsigned char) rng_next();
-	for (len = 0; len <= MAXLEN; len++)
+	printf("     dispatched base64 implementation: %s\n", cs_base64_impl());
+	for (k = 0; k < sizeof(impls) / sizeof(impls[0]); k++)
 	{
-		size_t		off;
+		cs_base64_fn fn = k == 2 ? cs_base64_encode : cs_base64_encoder(impls[k]);
 
-		for (off = 0; off < MAXOFF; off++)
+		if (fn == NULL)
 		{
-			size_t		outlen = cs_base64_len(len);
-			size_t		n1;
-			size_t		n2;
+			printf("     %s: not supported on this CPU, skipped\n", impls[k]);
+			continue;
+		}
+		printf("     checking %s\n", impls[k]);
+		for (len = 0; len <= MAXLEN; len++)
+		{
+			size_t		off;
 
 			/* fresh bytes now and then, so every length sees varied data */
-			if (off == 0 && len % 97 == 0)
+			if (len % 97 == 0)
 				for (i = 0; i < MAXLEN + MAXOFF; i++)
 					src[i] = (unsigned char) rng_next();
-			memset(got, '#', outlen + GUARD);
-			n1 = cs_base64_encode_scalar(src + off, len, want);
-			n2 = cs_base64_encode(src + off, len, got + (off & 7));
-			CHECK(n1 == outlen && n2 == outlen, "length %zu: %zu %zu", len, n1, n2);
-			CHECK(memcmp(want, got + (off & 7), outlen) == 0,
-				  "length %zu offset %zu differs", len, off);
-			CHECK(got[(off & 7) + outlen] == '#', "length %zu offset %zu overruns", len, off);
+			for (off = 0; off < MAXOFF; off++)
+			{
+				size_t		outlen = cs_base64_len(len);
+				size_t		n1;
+				size_t		n2;
+
+				memset(got, '#', outlen + GUARD);
+				n1 = cs_base64_encode_scalar(src + off, len, want);
+				n2 = fn(src + off, len, got + (off & 7));
+				CHECK(n1 == outlen && n2 == outlen, "%s length %zu: %zu %zu", impls[k], len, n1, n2);
+				CHECK(memcmp(want, got + (off & 7), outlen) == 0,
+					  "%s length %zu offset %zu differs", impls[k], len, off);
+				CHECK(got[(off & 7) + outlen] == '#', "%s length %zu offset %zu overruns",
+					  impls[k], len, off);
+			}
 		}
 	}
+	CHECK(cs_base64_encoder("scalar") == cs_base64_encode_scalar, "scalar by name");
+	CHECK(cs_base64_encoder("no-such") == NULL, "unknown name");
 	/* all 256 byte values in each position of a group */
 	for (i = 0; i < 256 * 3; i++)
 	{
@@ -208,12 +225,9 @@ test_base64_dispatch_matches_scalar(void)
 	free(got);
 }
 
-/*
- * CHROMA_SYNC_BASE64=scalar takes effect. The choice is made once per process, so a
- * fresh copy of this program checks it (see main's --expect-scalar).
- */
-static void
-test_base64_env_forces_scalar(void)
+/* Runs a fresh copy of this program with CHROMA_SYNC_BASE64=force; true if it agrees. */
+static bool
+forced_run_reports(const char *force, const char *expect)
 {
 	pid_t		pid;
 	int			status;
@@ -222,23 +236,33 @@ test_base64_env_forces_scalar(void)
 	pid = fork();
 	if (pid == 0)
 	{
-		setenv("CHROMA_SYNC_BASE64", "scalar", 1);
-		execl("/proc/self/exe", "test_encode", "--expect-scalar", (char *) NULL);
+		setenv("CHROMA_SYNC_BASE64", force, 1);
+		execl("/proc/self/exe", "test_encode", "--expect-impl", expect, (char *) NULL);
 		_exit(127);
 	}
-	CHECK(pid > 0, "fork");
-	if (pid > 0)
-	{
-		CHECK(waitpid(pid, &status, 0) == pid, "waitpid");
-		CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0,
-			  "the forced run did not use the scalar encoder (status %d)", status);
-	}
-	CHECK(strcmp(cs_base64_impl(), "avx2") == 0 || strcmp(cs_base64_impl(), "scalar") == 0,
-		  "impl name %s", cs_base64_impl());
+	if (pid < 0 || waitpid(pid, &status, 0) != pid)
+		return false;
+	return WIFEXITED(status) && WEXITSTATUS(status) == 0;
 }
 
+/* CHROMA_SYNC_BASE64 caps the dispatch; the choice is made once per process. */
+static void
+test_base64_env_caps_dispatch(void)
+{
+	const char *impl = cs_base64_impl();
+
+	CHECK(strcmp(impl, "avx512vbmi") == 0 || strcmp(impl, "avx2") == 0 ||
+		  strcmp(impl, "scalar") == 0, "impl name %s", impl);
+	CHECK(cs_base64_encoder(impl) != NULL, "the dispatched encoder is reachable by name");
+	CHECK(forced_run_reports("scalar", "scalar"), "CHROMA_SYNC_BASE64=scalar");
+	CHECK(forced_run_reports("avx2", cs_base64_encoder("avx2") ? "avx2" : "scalar"),
+		  "CHROMA_SYNC_BASE64=avx2");
+	CHECK(forced_run_reports("bogus", impl), "CHROMA_SYNC_BASE64=bogus is ignored");
+}
+
+/* The child side of forced_run_reports. */
 static int
-expect_scalar(void)
+expect_impl(const char *expect)
 {
 	unsigned char src[100];
 	char		a[136];
@@ -249,7 +273,7 @@ expect_scalar(void)
 		src[i] = (unsigned char) (i * 7);
 	cs_base64_encode(src, 100, a);
 	cs_base64_encode_scalar(src, 100, b);
-	return strcmp(cs_base64_impl(), "scalar") == 0 && memcmp(a, b, sizeof(a)) == 0 ? 0 : 1;
+	return strcmp(cs_base64_impl(), expect) == 0 && memcmp(a, b, sizeof(a)) == 0 ? 0 : 1;
 }
 
 /* ------------------------------------------------------------------ floats */
@@ -809,13 +833,13 @@ test_buffer_growth(void)
 int
 main(int argc, char **argv)
 {
-	if (argc > 1 && strcmp(argv[1], "--expect-scalar") == 0)
-		return expect_scalar();
+	if (argc > 2 && strcmp(argv[1], "--expect-impl") == 0)
+		return expect_impl(argv[2]);
 
 	TEST(test_base64_rfc4648);
 	TEST(test_base64_known_floats);
-	TEST(test_base64_dispatch_matches_scalar);
-	TEST(test_base64_env_forces_scalar);
+	TEST(test_base64_vectors_match_scalar);
+	TEST(test_base64_env_caps_dispatch);
 	TEST(test_format_float_exact_strings);
 	TEST(test_format_float_special_values);
 	TEST(test_format_float_random_bits);
