@@ -153,8 +153,10 @@ run_regress() {
 		show_tail "$PG_LOG" 30
 		show_tail "$LOG_DIR/chroma-regress-$kind.log" 10
 	fi
-	stop_pg "$PG_DIR/data" >>"$LOG_DIR/pg-stop-regress-$kind.log" 2>&1
-	stop_chroma "$cpid"
+	if [ "$KEEP" != 1 ]; then
+		stop_pg "$PG_DIR/data" >>"$LOG_DIR/pg-stop-regress-$kind.log" 2>&1
+		stop_chroma "$cpid"
+	fi
 }
 
 # ---------------------------------------------------------------------- unit tests
@@ -289,7 +291,9 @@ cleanup() {
 	if [ "$KEEP" = 1 ]; then
 		echo "KEEP=1: servers left running; data under $WORK_DIR"
 		for d in "${PG_DATA_DIRS[@]}"; do
-			[ -f "$d/postmaster.pid" ] && echo "    postgres: $d (stop: runuser -u postgres -- $PG_BIN/pg_ctl -D $d stop)"
+			[ -f "$d/postmaster.pid" ] &&
+				echo "    postgres port $(sed -n 4p "$d/postmaster.pid"), socket dir $(dirname "$d")" \
+					"(stop: runuser -u postgres -- $PG_BIN/pg_ctl -D $d stop)"
 		done
 		for d in "${CHROMA_PID_DIRS[@]}"; do
 			for f in "$d"/*; do

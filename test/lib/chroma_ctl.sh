@@ -3,7 +3,8 @@
 #
 #   chroma_ctl.sh start old|new DIR PORT LOGFILE   start a server on 127.0.0.1:PORT with its
 #                                                  data in DIR; prints its pid once it answers
-#   chroma_ctl.sh stop PID                         SIGTERM, then SIGKILL after a grace period
+#   chroma_ctl.sh stop PID                         SIGINT (SIGTERM after 1 s), then SIGKILL
+#                                                  after a grace period
 #   chroma_ctl.sh wait PORT [SECONDS]              wait until a server answers on PORT
 #   chroma_ctl.sh command old|new                  print the command line (without run args)
 #
@@ -111,9 +112,12 @@ cmd_stop() {
 	[ -z "${CHROMA_PIDS_DIR:-}" ] || rm -f "$CHROMA_PIDS_DIR/$pid"
 	alive "$pid" || return 0
 	is_chroma "$pid" || die "process $pid is not a Chroma server; not stopping it"
-	kill -TERM "$pid" 2>/dev/null || true
+	# SIGINT first: both servers exit on it at once, while the new one, once it got a
+	# SIGTERM, logs that it shuts down and then never exits (seen with bindings 1.3.4).
+	kill -INT "$pid" 2>/dev/null || true
 	for ((i = 0; i < CHROMA_STOP_GRACE * 10; i++)); do
 		alive "$pid" || return 0
+		if [ $i -eq 10 ]; then kill -TERM "$pid" 2>/dev/null || true; fi
 		sleep 0.1
 	done
 	kill -KILL "$pid" 2>/dev/null || true

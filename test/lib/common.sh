@@ -173,7 +173,7 @@ start_chroma() {
 	local kind=$1 dir=$2 port=$3 log=$4 user=${5:-root}
 	if [ "$user" = postgres ]; then
 		CHROMA_PID=$(as_postgres env CHROMA_PIDS_DIR="$CHROMA_PIDS_DIR" CHROMA_ROOT="$CHROMA_ROOT" \
-			CHROMA_GLIBC_LIB="$CHROMA_GLIBC_LIB" bash "$CHROMA_CTL" start "$kind" "$dir" "$port" "$log")
+			CHROMA_GLIBC_LIB="$CHROMA_GLIBC_LIB" bash "$CHROMA_ROOT/test/lib/chroma_ctl.sh" start "$kind" "$dir" "$port" "$log")
 	else
 		CHROMA_PID=$(CHROMA_PIDS_DIR="$CHROMA_PIDS_DIR" CHROMA_ROOT="$CHROMA_ROOT" bash "$CHROMA_CTL" start "$kind" "$dir" "$port" "$log" 8>&- 9>&-)
 	fi
