@@ -336,9 +336,11 @@ trap 'exit 143' TERM
 # ---------------------------------------------------------------------- main
 
 echo "chroma_sync tests: suites=$SUITES servers=${SERVERS// /,} work dir=$WORK_DIR"
-want_new=0
+want_chroma=0 want_new=0
+{ wants regress || wants tap; } && want_chroma=1
+# TAP tests may start the new server themselves, whatever --server says.
 { [[ $SERVERS == *new* ]] || wants tap; } && want_new=1
-if ! stage "install dependencies" install install_deps "$want_new"; then
+if ! stage "install dependencies" install install_deps "$want_chroma" "$want_new"; then
 	broken "install: dependencies could not be installed"
 	FINISHED=1
 	exit 1

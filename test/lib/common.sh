@@ -49,10 +49,11 @@ package_installed() {
 	dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'
 }
 
-# apt packages, node/npm, the npm trees of both Chroma servers, and (when the new server
-# is wanted) the glibc it needs.
+# install_deps [WANT_CHROMA [WANT_NEW]]: apt packages, and unless WANT_CHROMA is 0, node,
+# the npm trees of both Chroma servers and (unless WANT_NEW is 0) the new server's glibc.
 install_deps() {
-	local want_new=${1:-1} missing=() p
+	local want_chroma=${1:-1} want_new=${2:-1} missing=() p
+	[ "$want_chroma" = 1 ] || want_new=0
 	for p in "${APT_PACKAGES[@]}"; do
 		package_installed "$p" || missing+=("$p")
 	done
@@ -69,6 +70,7 @@ install_deps() {
 	else
 		echo "apt packages already installed"
 	fi
+	[ "$want_chroma" = 1 ] || return 0
 	node --version || return 1
 	if [ "$(node -p 'process.versions.node.split(".")[0]')" -lt 20 ]; then
 		echo "WARNING: chromadb wants node >= 20, found $(node --version)"
