@@ -674,26 +674,38 @@ static const char cs_digit_pairs[200] =
 "6061626364656667686970717273747576777879"
 "8081828384858687888990919293949596979899";
 
-/* Writes v's decimal digits right-aligned ending at end; returns the digit count. */
-static inline int
-cs_put_digits(uint32_t v, char *end)
+/*
+ * The 8 decimal digits of v (< 10^8) as byte values 0..9 in one register, first digit
+ * in the lowest byte: split in halves of 4, then 2, then 1 digit, all lanes at once
+ * (x * 10486 >> 20 is x / 100 below 10^4; x * 103 >> 10 is x / 10 below 100).
+ */
+static inline uint64_t
+cs_eight_digits(uint32_t v)
 {
-	char	   *p = end;
+	uint64_t	x = (uint64_t) (v / 10000) | (uint64_t) (v % 10000) << 32;
+	uint64_t	hundreds = ((x * 10486) >> 20) & UINT64_C(0x0000007F0000007F);
+	uint64_t	tens;
 
-	while (v >= 100)
-	{
-		p -= 2;
-		memcpy(p, cs_digit_pairs + (v % 100) * 2, 2);
-		v /= 100;
-	}
-	if (v >= 10)
-	{
-		p -= 2;
-		memcpy(p, cs_digit_pairs + v * 2, 2);
-	}
-	else
-		*--p = (char) ('0' + v);
-	return (int) (end - p);
+	x = hundreds | (x - hundreds * 100) << 16;
+	tens = ((x * 103) >> 10) & UINT64_C(0x000F000F000F000F);
+	return tens | (x - tens * 10) << 8;
+}
+
+/* Stores 8 characters held first-in-lowest-byte. */
+static inline void
+cs_store_chars(char *p, uint64_t chars)
+{
+#ifdef CS_BIG_ENDIAN
+	chars = __builtin_bswap64(chars);
+#endif
+	memcpy(p, &chars, 8);
+}
+
+static inline int
+cs_decimal_length(uint32_t v)
+{
+	return 1 + (v >= 10) + (v >= 100) + (v >= 1000) + (v >= 10000) + (v >= 100000) +
+		(v >= 1000000) + (v >= 10000000) + (v >= 100000000);
 }
 
 /*
@@ -701,15 +713,20 @@ cs_put_digits(uint32_t v, char *end)
  * otherwise "d.ddde-7" / "1e38"; the text always holds a '.' or an 'e' so no JSON
  * reader takes it for an integer. A non-finite input (a caller bug: callers validate
  * with cs_first_nonfinite) is written "null" so the document at least stays JSON.
+ *
+ * Speed: the digits are copied with fixed-size moves, which may leave scratch bytes
+ * after the returned length but never past dst + CS_FLOAT_MAXLEN (callers reserve that).
  */
-size_t
-cs_format_float(float f, char *dst)
+#define ASCII_ZEROS UINT64_C(0x3030303030303030)
+
+static inline size_t
+cs_write_float(float f, char *dst)
 {
 	uint32_t	bits;
 	uint32_t	digits;
 	int32_t		exp10;
-	char		tmp[12];
-	const char *d;
+	uint64_t	first8;
+	char		ninth;
 	int			nd;
 	int			sci;
 	char	   *p = dst;
@@ -735,63 +752,80 @@ cs_format_float(float f, char *dst)
 		digits /= 10;
 		exp10++;
 	}
-	nd = cs_put_digits(digits, tmp + sizeof(tmp));
-	d = tmp + sizeof(tmp) - nd;
+	nd = cs_decimal_length(digits);
 	sci = exp10 + nd - 1;
+
+	/*
+	 * The digits, left-aligned and '0'-padded: the first 8 in a register, the 9th
+	 * apart. Built and stored from registers, never reloaded from memory.
+	 */
+	if (nd == 9)
+	{
+		first8 = cs_eight_digits(digits / 10) + ASCII_ZEROS;
+		ninth = (char) ('0' + digits % 10);
+	}
+	else
+	{
+		first8 = (cs_eight_digits(digits) >> (8 * (8 - nd))) + ASCII_ZEROS;
+		ninth = '0';
+	}
 
 	if (sci < -5 || sci > 8)
 	{
 		int			e = sci;
 
-		*p++ = d[0];
-		if (nd > 1)
-		{
-			*p++ = '.';
-			memcpy(p, d + 1, (size_t) nd - 1);
-			p += nd - 1;
-		}
+		p[0] = (char) first8;
+		p[1] = '.';
+		cs_store_chars(p + 2, first8 >> 8);
+		p[9] = ninth;
+		p += nd > 1 ? nd + 1 : 1;
 		*p++ = 'e';
 		if (e < 0)
 		{
 			*p++ = '-';
 			e = -e;
 		}
-		if (e >= 10)
-		{
-			memcpy(p, cs_digit_pairs + e * 2, 2);
-			p += 2;
-		}
-		else
-			*p++ = (char) ('0' + e);
+		memcpy(p, cs_digit_pairs + e * 2 + (e < 10), 2);
+		p += 1 + (e >= 10);
 	}
 	else if (exp10 >= 0)
 	{
-		/* an integer: digits, zeros, ".0" */
-		memcpy(p, d, (size_t) nd);
-		p += nd;
-		memset(p, '0', (size_t) exp10);
-		p += exp10;
+		/* an integer below 10^9: the digits padded with zeros, then ".0" */
+		cs_store_chars(p, first8);
+		p[8] = ninth;
+		p += sci + 1;
 		memcpy(p, ".0", 2);
 		p += 2;
 	}
 	else if (sci >= 0)
 	{
-		memcpy(p, d, (size_t) sci + 1);
-		p += sci + 1;
-		*p++ = '.';
-		memcpy(p, d + sci + 1, (size_t) (nd - sci - 1));
-		p += nd - sci - 1;
+		/* digits, '.', the remaining digits (sci <= 7 here) */
+		cs_store_chars(p, first8);
+		cs_store_chars(p + sci + 2,
+					   first8 >> (8 * (sci + 1)) | (uint64_t) (unsigned char) ninth << (8 * (7 - sci)));
+		p[sci + 1] = '.';
+		p += nd + 1;
 	}
 	else
 	{
-		*p++ = '0';
-		*p++ = '.';
-		memset(p, '0', (size_t) (-sci - 1));
-		p += -sci - 1;
-		memcpy(p, d, (size_t) nd);
-		p += nd;
+		/* "0." and -sci-1 zeros (at most 4), then the digits */
+		memcpy(p, "0.0000", 6);
+		cs_store_chars(p + 1 - sci, first8);
+		p[9 - sci] = ninth;
+		p += 1 - sci + nd;
 	}
 	return (size_t) (p - dst);
+}
+
+/* The public form writes exactly the returned length. */
+size_t
+cs_format_float(float f, char *dst)
+{
+	char		tmp[CS_FLOAT_MAXLEN];
+	size_t		n = cs_write_float(f, tmp);
+
+	memcpy(dst, tmp, n);
+	return n;
 }
 
 /* ---------------------------------------------------------------- floats */
@@ -809,7 +843,7 @@ cs_json_float_array(cs_buf *b, const float *v, size_t n)
 	{
 		if (i > 0)
 			*out++ = ',';
-		out += cs_format_float(v[i], out);
+		out += cs_write_float(v[i], out);
 	}
 	*out++ = ']';
 	b->len = (size_t) (out - b->data);
