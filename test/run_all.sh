@@ -210,6 +210,12 @@ tap_chroma_start() {
 	start_chroma "$TAP_KIND" "$TAP_DIR/chroma-data" "$TAP_PORT" "$LOG_DIR/chroma-tap.log" postgres
 }
 
+# What a TAP test gets: PostgreSQL::Test::Cluster on PERL5LIB, the PG 15 binaries first on
+# PATH, TESTDIR (tmp_check goes there), and a running Chroma server: CHROMA_URL,
+# CHROMA_SERVER (old|new), CHROMA_PORT, CHROMA_PID, CHROMA_DATA_DIR, CHROMA_LOG. To stop,
+# restart or add servers: bash "$CHROMA_CTL" start old|new DIR PORT LOG / stop PID (servers
+# started that way are recorded in CHROMA_PIDS_DIR and stopped by the harness at the end).
+# CHROMA_SYNC_ROOT is the repository.
 run_one_tap() {
 	local file=$1
 	bg_run timeout "$TAP_TIMEOUT" runuser -u postgres -- env \
