@@ -570,12 +570,18 @@ cs_floor_shift(int32_t x, int n)
 static inline uint32_t
 cs_round_to_odd(uint64_t g, uint32_t cp)
 {
+#ifdef __SIZEOF_INT128__
+	unsigned __int128 p = (unsigned __int128) g * cp;
+	uint32_t	y1 = (uint32_t) (p >> 64);
+	uint32_t	y0 = (uint32_t) (p >> 32);
+#else
 	/* bits 32..95 of the 96-bit product g * cp, from two 64-bit products */
 	uint64_t	low = (g & 0xffffffff) * cp;
 	uint64_t	high = (g >> 32) * cp;
 	uint64_t	mid = (high & 0xffffffff) + (low >> 32);
 	uint32_t	y1 = (uint32_t) ((high >> 32) + (mid >> 32));
 	uint32_t	y0 = (uint32_t) mid;
+#endif
 
 	return y1 | (y0 > 1);
 }
@@ -701,22 +707,19 @@ cs_store_chars(char *p, uint64_t chars)
 	memcpy(p, &chars, 8);
 }
 
+static const uint32_t cs_pow10_u32[10] = {
+	1, 10, 100, 1000, 10000, 100000, 1000000, 10000000, 100000000, 1000000000
+};
+
+/* Digits in v (0 < v < 10^9): log10 estimated from the bit length, then corrected. */
 static inline int
 cs_decimal_length(uint32_t v)
 {
-	return 1 + (v >= 10) + (v >= 100) + (v >= 1000) + (v >= 10000) + (v >= 100000) +
-		(v >= 1000000) + (v >= 10000000) + (v >= 100000000);
+	int			t = ((32 - __builtin_clz(v)) * 1233) >> 12;
+
+	return t + (v >= cs_pow10_u32[t]);
 }
 
-/*
- * Layout: plain notation for decimal exponents -5..8 ("0.0001", "123.5", "1000000.0"),
- * otherwise "d.ddde-7" / "1e38"; the text always holds a '.' or an 'e' so no JSON
- * reader takes it for an integer. A non-finite input (a caller bug: callers validate
- * with cs_first_nonfinite) is written "null" so the document at least stays JSON.
- *
- * Speed: the digits are copied with fixed-size moves, which may leave scratch bytes
- * after the returned length but never past dst + CS_FLOAT_MAXLEN (callers reserve that).
- */
 #define ASCII_ZEROS UINT64_C(0x3030303030303030)
 
 static inline size_t
@@ -965,17 +968,40 @@ cs_encode_embeddings_base64(cs_buf *b, const cs_record *recs, size_t n, size_t d
 static void
 cs_encode_embeddings_json(cs_buf *b, const cs_record *recs, size_t n, size_t dim)
 {
+	/* worst case per record: each float and its comma, brackets, the comma before */
+	size_t		per = dim * (CS_FLOAT_MAXLEN + 1) + 3;
 	size_t		i;
 
+	if (per < 5)
+		per = 5;
 	cs_buf_putc(b, '[');
 	for (i = 0; i < n; i++)
 	{
+		const float *v = recs[i].embedding;
+		char	   *out;
+		size_t		j;
+
+		cs_buf_reserve(b, per);
+		out = b->data + b->len;
 		if (i > 0)
-			cs_buf_putc(b, ',');
-		if (recs[i].embedding == NULL)
-			CS_APPEND_LITERAL(b, "null");
+			*out++ = ',';
+		if (v == NULL)
+		{
+			memcpy(out, "null", 4);
+			out += 4;
+		}
 		else
-			cs_json_float_array(b, recs[i].embedding, dim);
+		{
+			*out++ = '[';
+			for (j = 0; j < dim; j++)
+			{
+				if (j > 0)
+					*out++ = ',';
+				out += cs_write_float(v[j], out);
+			}
+			*out++ = ']';
+		}
+		b->len = (size_t) (out - b->data);
 	}
 	cs_buf_putc(b, ']');
 }
