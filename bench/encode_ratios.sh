@@ -19,10 +19,12 @@ printf '%-34s %10s %10s %8s\n' "measurement (ms, median)" "ours" "node" "ratio"
 row() {
 	o=$(value "$ours" "$1")
 	n=$(value "$node_out" "$2")
+	[ -n "$o" ] && [ -n "$n" ] || return 0
 	awk -v l="$3" -v o="$o" -v n="$n" \
 		'BEGIN { printf "%-34s %10.3f %10.3f %7.1fx\n", l, o, n, (o > 0 ? n / o : 0) }'
 }
 row base64_rows base64_rows "base64 1000x1536, per row"
+row base64_rows_avx2 base64_rows "base64 1000x1536, per row, AVX2"
 row base64_rows_scalar base64_rows "base64 1000x1536, per row, scalar"
 row base64_whole base64_whole "base64 1000x1536, one call"
 row base64_whole_scalar base64_whole "base64 1000x1536, one call, scalar"
