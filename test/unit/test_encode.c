@@ -439,6 +439,15 @@ test_format_float_exact_strings(void)
 		buf[n] = '\0';
 		CHECK(strcmp(buf, cases[i].text) == 0, "got \"%s\", want \"%s\"", buf, cases[i].text);
 	}
+	/* callers must refuse non-finite values; should one slip through, JSON stays valid */
+	{
+		char		buf[CS_FLOAT_MAXLEN + 1];
+		size_t		n = cs_format_float(NAN, buf);
+
+		CHECK(n == 4 && memcmp(buf, "null", 4) == 0, "NaN");
+		n = cs_format_float(-INFINITY, buf);
+		CHECK(n == 4 && memcmp(buf, "null", 4) == 0, "-Infinity");
+	}
 }
 
 static void
