@@ -7,7 +7,12 @@ OBJS = \
 	src/encode.o \
 	src/http.o \
 	src/chroma_api.o \
-	src/records.o
+	src/metadata.o \
+	src/response.o \
+	src/recordset.o \
+	src/records.o \
+	src/records_read.o \
+	src/collections.o
 
 DATA = sql/chroma_sync--0.1.sql
 

@@ -1,0 +1,224 @@
+/*
+ * chroma_sync.c — module load: settings, and (later) shared memory and the worker.
+ */
+#include "postgres.h"
+
+#include <sys/stat.h>
+
+#include "fmgr.h"
+#include "miscadmin.h"
+#include "storage/fd.h"
+#include "utils/guc.h"
+#include "utils/memutils.h"
+
+#include "chroma_sync.h"
+
+PG_MODULE_MAGIC;
+
+char	   *chroma_url = NULL;
+char	   *chroma_tenant = NULL;
+char	   *chroma_database = NULL;
+char	   *chroma_api_key = NULL;
+char	   *chroma_api_key_file = NULL;
+bool		chroma_tls_verify = true;
+char	   *chroma_ca_file = NULL;
+int			chroma_batch_size = 500;
+int			chroma_timeout_ms = 30000;
+int			chroma_connect_timeout_ms = 5000;
+int			chroma_embedding_encoding = CHROMA_ENCODING_AUTO;
+
+static const struct config_enum_entry encoding_options[] = {
+	{"auto", CHROMA_ENCODING_AUTO, false},
+	{"base64", CHROMA_ENCODING_BASE64, false},
+	{"json", CHROMA_ENCODING_JSON, false},
+	{NULL, 0, false}
+};
+
+void		_PG_init(void);
+
+/* The key would be readable by everyone in pg_db_role_setting: refuse ALTER ROLE/DATABASE SET. */
+static bool
+check_api_key(char **newval, void **extra, GucSource source)
+{
+	const char *p;
+
+	if (*newval && **newval &&
+		(source == PGC_S_TEST || source == PGC_S_DATABASE ||
+		 source == PGC_S_USER || source == PGC_S_DATABASE_USER))
+	{
+		GUC_check_errcode(ERRCODE_INSUFFICIENT_PRIVILEGE);
+		GUC_check_errmsg("chroma_sync.api_key cannot be stored per role or per database");
+		GUC_check_errdetail("Such settings are readable by every user in pg_db_role_setting.");
+		GUC_check_errhint("Set it in postgresql.conf or ALTER SYSTEM, or use chroma_sync.api_key_file.");
+		return false;
+	}
+	for (p = *newval ? *newval : ""; *p; p++)
+	{
+		if ((unsigned char) *p < 0x20 || *p == 0x7f)
+		{
+			GUC_check_errcode(ERRCODE_INVALID_PARAMETER_VALUE);
+			GUC_check_errmsg("chroma_sync.api_key must not contain control characters");
+			return false;
+		}
+	}
+	return true;
+}
+
+/* Nobody, superusers included, reads the key back. */
+static const char *
+show_api_key(void)
+{
+	return (chroma_api_key && *chroma_api_key) ? "********" : "";
+}
+
+static bool
+check_url(char **newval, void **extra, GucSource source)
+{
+	const char *u = *newval;
+
+	if (u == NULL || (strncmp(u, "http://", 7) != 0 && strncmp(u, "https://", 8) != 0))
+	{
+		GUC_check_errcode(ERRCODE_INVALID_PARAMETER_VALUE);
+		GUC_check_errmsg("chroma_sync.url must start with http:// or https://");
+		return false;
+	}
+	for (; *u; u++)
+	{
+		if ((unsigned char) *u <= 0x20 || *u == 0x7f)
+		{
+			GUC_check_errcode(ERRCODE_INVALID_PARAMETER_VALUE);
+			GUC_check_errmsg("chroma_sync.url must not contain spaces or control characters");
+			return false;
+		}
+	}
+	return true;
+}
+
+static bool
+check_name_setting(char **newval, void **extra, GucSource source)
+{
+	const char *p;
+
+	if (*newval == NULL || **newval == '\0')
+	{
+		GUC_check_errcode(ERRCODE_INVALID_PARAMETER_VALUE);
+		GUC_check_errmsg("value must not be empty");
+		return false;
+	}
+	for (p = *newval; *p; p++)
+	{
+		if ((unsigned char) *p < 0x20 || *p == 0x7f)
+		{
+			GUC_check_errcode(ERRCODE_INVALID_PARAMETER_VALUE);
+			GUC_check_errmsg("value must not contain control characters");
+			return false;
+		}
+	}
+	return true;
+}
+
+/*
+ * The key from chroma_sync.api_key, else the first line of chroma_sync.api_key_file.
+ * The file is read on each call (it may be rotated); errors never show its content.
+ */
+const char *
+chroma_effective_api_key(void)
+{
+	static char *file_key = NULL;
+	FILE	   *f;
+	char		line[4096];
+	size_t		n;
+
+	if (chroma_api_key && *chroma_api_key)
+		return chroma_api_key;
+	if (chroma_api_key_file == NULL || *chroma_api_key_file == '\0')
+		return NULL;
+
+	f = AllocateFile(chroma_api_key_file, "r");
+	if (f == NULL)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not open chroma_sync.api_key_file \"%s\": %m",
+						chroma_api_key_file)));
+	if (fgets(line, sizeof(line), f) == NULL)
+		line[0] = '\0';
+	FreeFile(f);
+	n = strlen(line);
+	while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r' || line[n - 1] == ' '))
+		line[--n] = '\0';
+	if (n == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("chroma_sync.api_key_file \"%s\" is empty", chroma_api_key_file)));
+	for (size_t i = 0; i < n; i++)
+		if ((unsigned char) line[i] < 0x20 || line[i] == 0x7f)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("chroma_sync.api_key_file \"%s\" contains control characters",
+							chroma_api_key_file)));
+	if (file_key)
+	{
+		explicit_bzero(file_key, strlen(file_key));
+		pfree(file_key);
+	}
+	file_key = MemoryContextStrdup(TopMemoryContext, line);
+	explicit_bzero(line, sizeof(line));
+	return file_key;
+}
+
+static void
+define_settings(void)
+{
+	DefineCustomStringVariable("chroma_sync.url",
+							   "Base URL of the Chroma server.",
+							   NULL, &chroma_url, "http://localhost:8000",
+							   PGC_SUSET, 0, check_url, NULL, NULL);
+	DefineCustomStringVariable("chroma_sync.tenant",
+							   "Chroma tenant.",
+							   NULL, &chroma_tenant, "default_tenant",
+							   PGC_SUSET, 0, check_name_setting, NULL, NULL);
+	DefineCustomStringVariable("chroma_sync.database",
+							   "Chroma database.",
+							   NULL, &chroma_database, "default_database",
+							   PGC_SUSET, 0, check_name_setting, NULL, NULL);
+	DefineCustomStringVariable("chroma_sync.api_key",
+							   "API key sent as the x-chroma-token header (never displayed).",
+							   NULL, &chroma_api_key, "",
+							   PGC_SUSET, GUC_SUPERUSER_ONLY | GUC_NO_SHOW_ALL,
+							   check_api_key, NULL, show_api_key);
+	DefineCustomStringVariable("chroma_sync.api_key_file",
+							   "File whose first line is the API key, used when chroma_sync.api_key is empty.",
+							   NULL, &chroma_api_key_file, "",
+							   PGC_SUSET, GUC_SUPERUSER_ONLY, NULL, NULL, NULL);
+	DefineCustomBoolVariable("chroma_sync.tls_verify",
+							 "Verify the Chroma server's TLS certificate and host name.",
+							 NULL, &chroma_tls_verify, true,
+							 PGC_SUSET, 0, NULL, NULL, NULL);
+	DefineCustomStringVariable("chroma_sync.ca_file",
+							   "CA bundle used to verify the Chroma server (empty: the system's).",
+							   NULL, &chroma_ca_file, "",
+							   PGC_SUSET, 0, NULL, NULL, NULL);
+	DefineCustomIntVariable("chroma_sync.batch_size",
+							"Records per request (capped by the server's max_batch_size).",
+							NULL, &chroma_batch_size, 500, 1, 100000,
+							PGC_USERSET, 0, NULL, NULL, NULL);
+	DefineCustomIntVariable("chroma_sync.timeout",
+							"Total time allowed for one HTTP request.",
+							NULL, &chroma_timeout_ms, 30000, 100, 3600000,
+							PGC_USERSET, GUC_UNIT_MS, NULL, NULL, NULL);
+	DefineCustomIntVariable("chroma_sync.connect_timeout",
+							"Time allowed to connect to the Chroma server.",
+							NULL, &chroma_connect_timeout_ms, 5000, 10, 600000,
+							PGC_USERSET, GUC_UNIT_MS, NULL, NULL, NULL);
+	DefineCustomEnumVariable("chroma_sync.embedding_encoding",
+							 "How embeddings are sent: auto (base64 when the server supports it), base64 or json.",
+							 NULL, &chroma_embedding_encoding, CHROMA_ENCODING_AUTO,
+							 encoding_options, PGC_USERSET, 0, NULL, NULL, NULL);
+	MarkGUCPrefixReserved("chroma_sync");
+}
+
+void
+_PG_init(void)
+{
+	define_settings();
+}

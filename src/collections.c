@@ -1,0 +1,170 @@
+/*
+ * collections.c — SQL functions about the server and its collections.
+ */
+#include "postgres.h"
+
+#include "catalog/pg_type.h"
+#include "fmgr.h"
+#include "funcapi.h"
+#include "utils/builtins.h"
+#include "utils/json.h"
+#include "utils/jsonb.h"
+#include "utils/uuid.h"
+
+#include "chroma_api.h"
+#include "chroma_sync.h"
+
+PG_FUNCTION_INFO_V1(chroma_server_info);
+PG_FUNCTION_INFO_V1(chroma_heartbeat);
+PG_FUNCTION_INFO_V1(chroma_create_collection);
+PG_FUNCTION_INFO_V1(chroma_delete_collection);
+PG_FUNCTION_INFO_V1(chroma_list_collections);
+
+static Datum
+uuid_datum(const char *s)
+{
+	return DirectFunctionCall1(uuid_in, CStringGetDatum(s));
+}
+
+Datum
+chroma_server_info(PG_FUNCTION_ARGS)
+{
+	const ChromaServerInfo *info;
+	StringInfoData s;
+
+	chroma_forget_server();
+	info = chroma_server(true);
+	initStringInfo(&s);
+	appendStringInfoString(&s, "{\"url\":");
+	escape_json(&s, chroma_url);
+	appendStringInfoString(&s, ",\"tenant\":");
+	escape_json(&s, chroma_tenant);
+	appendStringInfoString(&s, ",\"database\":");
+	escape_json(&s, chroma_database);
+	appendStringInfo(&s, ",\"reachable\":%s", info->reachable ? "true" : "false");
+	if (info->reachable)
+		appendStringInfo(&s, ",\"max_batch_size\":%d,\"supports_base64_encoding\":%s,"
+						 "\"supports_metadata_arrays\":%s",
+						 info->max_batch_size,
+						 info->supports_base64 ? "true" : "false",
+						 info->supports_metadata_arrays ? "true" : "false");
+	appendStringInfoChar(&s, '}');
+	PG_RETURN_DATUM(DirectFunctionCall1(jsonb_in, CStringGetDatum(s.data)));
+}
+
+Datum
+chroma_heartbeat(PG_FUNCTION_ARGS)
+{
+	ChromaResponse resp;
+	Jsonb	   *jb;
+	JsonbValue *v;
+
+	chroma_call_or_raise("GET", psprintf("%s/api/v2/heartbeat", chroma_base_url()),
+						 NULL, 0, &resp, "check the heartbeat");
+	jb = chroma_parse_body(&resp, "check the heartbeat");
+	v = chroma_jsonb_get(jb, "nanosecond heartbeat");
+	if (v == NULL || v->type != jbvNumeric)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_JSON_TEXT),
+				 errmsg("unexpected heartbeat response from Chroma")));
+	PG_RETURN_DATUM(DirectFunctionCall1(numeric_int8, NumericGetDatum(v->val.numeric)));
+}
+
+Datum
+chroma_create_collection(PG_FUNCTION_ARGS)
+{
+	char	   *name;
+	Jsonb	   *metadata = NULL;
+	char	   *space = NULL;
+	bool		get_or_create = PG_ARGISNULL(3) ? true : PG_GETARG_BOOL(3);
+	ChromaCollection coll;
+
+	if (PG_ARGISNULL(0))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("name must not be null")));
+	name = text_to_cstring(PG_GETARG_TEXT_PP(0));
+	chroma_check_collection_name(name);
+	if (!PG_ARGISNULL(1))
+	{
+		metadata = PG_GETARG_JSONB_P(1);
+		if (!JB_ROOT_IS_OBJECT(metadata) || JB_ROOT_IS_SCALAR(metadata))
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("collection metadata must be a JSON object")));
+	}
+	if (!PG_ARGISNULL(2))
+	{
+		space = text_to_cstring(PG_GETARG_TEXT_PP(2));
+		if (strcmp(space, "l2") != 0 && strcmp(space, "cosine") != 0 &&
+			strcmp(space, "ip") != 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("unknown distance space \"%s\"", space),
+					 errhint("Use \"l2\", \"cosine\" or \"ip\".")));
+	}
+	chroma_api_create_collection(name, metadata, space, get_or_create, &coll);
+	PG_RETURN_DATUM(uuid_datum(coll.id));
+}
+
+Datum
+chroma_delete_collection(PG_FUNCTION_ARGS)
+{
+	if (PG_ARGISNULL(0))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("name must not be null")));
+	PG_RETURN_BOOL(chroma_api_delete_collection(text_to_cstring(PG_GETARG_TEXT_PP(0)),
+											PG_ARGISNULL(1) ? false : PG_GETARG_BOOL(1)));
+}
+
+Datum
+chroma_list_collections(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	const int	page = 100;
+	int			offset = 0;
+
+	InitMaterializedSRF(fcinfo, 0);
+	for (;;)
+	{
+		ChromaResponse resp;
+		Jsonb	   *arr;
+		JsonbIterator *it;
+		JsonbValue	v;
+		JsonbIteratorToken tok;
+		int			n = 0;
+
+		chroma_call_or_raise("GET", psprintf("%s?limit=%d&offset=%d",
+											 chroma_collections_url(), page, offset),
+							 NULL, 0, &resp, "list collections");
+		arr = chroma_parse_body(&resp, "list collections");
+		if (!JB_ROOT_IS_ARRAY(arr) || JB_ROOT_IS_SCALAR(arr))
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_JSON_TEXT),
+					 errmsg("unexpected response from Chroma to a collection list")));
+		it = JsonbIteratorInit(&arr->root);
+		while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
+		{
+			ChromaCollection coll;
+			Datum		values[4];
+			bool		nulls[4] = {false, false, false, false};
+
+			if (tok != WJB_ELEM || v.type != jbvBinary)
+				continue;
+			chroma_parse_collection(JsonbValueToJsonb(&v), &coll);
+			values[0] = uuid_datum(coll.id);
+			values[1] = CStringGetTextDatum(coll.name ? coll.name : "");
+			values[2] = Int32GetDatum(coll.dimension);
+			nulls[2] = coll.dimension == 0;
+			values[3] = coll.metadata ? JsonbPGetDatum(coll.metadata) : (Datum) 0;
+			nulls[3] = coll.metadata == NULL;
+			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+			n++;
+		}
+		if (n < page)
+			break;
+		offset += page;
+	}
+	return (Datum) 0;
+}

@@ -1,0 +1,419 @@
+/*
+ * http.c — libcurl inside a backend.
+ *
+ * One multi handle per process holds the connection cache, so connections stay alive
+ * across calls; a small pool of easy handles lets one request be in flight while the
+ * next is prepared. libcurl allocates with malloc, never palloc, and our callbacks never
+ * raise errors: nothing longjmps through libcurl. Waiting checks for interrupts, so a
+ * query cancel, statement_timeout or SIGTERM stops a transfer promptly.
+ */
+#include "postgres.h"
+
+#include <curl/curl.h>
+
+#include "access/xact.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "storage/ipc.h"
+#include "storage/pmsignal.h"
+#include "utils/memutils.h"
+#include "utils/wait_event.h"
+
+#include "chroma_sync.h"
+#include "http.h"
+
+/* Largest response we accept; a get of many 4096-d records fits easily. */
+#define MAX_RESPONSE_BYTES ((size_t) 512 * 1024 * 1024)
+
+/* How often waiting wakes to check for interrupts. */
+#define POLL_INTERVAL_MS 50
+
+struct ChromaHttpRequest
+{
+	CURL	   *easy;
+	struct curl_slist *headers;
+	bool		in_use;
+	bool		done;
+	CURLcode	code;
+	int			nest_level;		/* transaction nesting level that started it */
+	char	   *resp;			/* malloc'd response body */
+	size_t		resp_len;
+	size_t		resp_cap;
+	bool		resp_overflow;
+	char		errbuf[CURL_ERROR_SIZE];
+};
+
+static CURLM *multi = NULL;
+static ChromaHttpRequest slots[CHROMA_HTTP_MAX_INFLIGHT];
+static bool callbacks_registered = false;
+
+static void release_slot(ChromaHttpRequest *req);
+
+static size_t
+write_cb(char *ptr, size_t size, size_t nmemb, void *userdata)
+{
+	ChromaHttpRequest *req = (ChromaHttpRequest *) userdata;
+	size_t		n = size * nmemb;
+
+	if (req->resp_len + n + 1 > req->resp_cap)
+	{
+		size_t		cap = req->resp_cap ? req->resp_cap : 4096;
+		char	   *p;
+
+		while (cap < req->resp_len + n + 1)
+			cap *= 2;
+		if (cap > MAX_RESPONSE_BYTES)
+		{
+			req->resp_overflow = true;
+			return 0;			/* CURLE_WRITE_ERROR */
+		}
+		p = realloc(req->resp, cap);
+		if (p == NULL)
+			return 0;
+		req->resp = p;
+		req->resp_cap = cap;
+	}
+	memcpy(req->resp + req->resp_len, ptr, n);
+	req->resp_len += n;
+	req->resp[req->resp_len] = '\0';
+	return n;
+}
+
+/* Called by libcurl while a handle transfers (chroma_http_pump may run outside a wait). */
+static int
+progress_cb(void *clientp, curl_off_t dltotal, curl_off_t dlnow,
+			curl_off_t ultotal, curl_off_t ulnow)
+{
+	if (InterruptPending && (QueryCancelPending || ProcDiePending))
+		return 1;				/* abort: CURLE_ABORTED_BY_CALLBACK */
+	return 0;
+}
+
+static void
+http_xact_callback(XactEvent event, void *arg)
+{
+	if (event == XACT_EVENT_ABORT || event == XACT_EVENT_PARALLEL_ABORT)
+		chroma_http_abort_all();
+}
+
+static void
+http_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
+					  SubTransactionId parentSubid, void *arg)
+{
+	int			level;
+
+	if (event != SUBXACT_EVENT_ABORT_SUB)
+		return;
+	level = GetCurrentTransactionNestLevel();
+	for (int i = 0; i < CHROMA_HTTP_MAX_INFLIGHT; i++)
+		if (slots[i].in_use && slots[i].nest_level >= level)
+			release_slot(&slots[i]);
+}
+
+static void
+http_exit_callback(int code, Datum arg)
+{
+	chroma_http_abort_all();
+	for (int i = 0; i < CHROMA_HTTP_MAX_INFLIGHT; i++)
+	{
+		if (slots[i].easy)
+			curl_easy_cleanup(slots[i].easy);
+		slots[i].easy = NULL;
+	}
+	if (multi)
+		curl_multi_cleanup(multi);
+	multi = NULL;
+}
+
+static void
+http_init(void)
+{
+	if (multi != NULL)
+		return;
+	if (curl_global_init(CURL_GLOBAL_ALL) != CURLE_OK)
+		ereport(ERROR,
+				(errcode(ERRCODE_SYSTEM_ERROR),
+				 errmsg("could not initialize libcurl")));
+	multi = curl_multi_init();
+	if (multi == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OUT_OF_MEMORY),
+				 errmsg("could not create a libcurl multi handle")));
+	/* Keep one connection per concurrent request alive between calls. */
+	curl_multi_setopt(multi, CURLMOPT_MAXCONNECTS, (long) CHROMA_HTTP_MAX_INFLIGHT + 1);
+	if (!callbacks_registered)
+	{
+		RegisterXactCallback(http_xact_callback, NULL);
+		RegisterSubXactCallback(http_subxact_callback, NULL);
+		before_shmem_exit(http_exit_callback, (Datum) 0);
+		callbacks_registered = true;
+	}
+}
+
+static void
+release_slot(ChromaHttpRequest *req)
+{
+	if (!req->in_use)
+		return;
+	if (multi && req->easy)
+		curl_multi_remove_handle(multi, req->easy);
+	if (req->headers)
+		curl_slist_free_all(req->headers);
+	req->headers = NULL;
+	free(req->resp);
+	req->resp = NULL;
+	req->resp_len = req->resp_cap = 0;
+	req->in_use = false;
+	req->done = false;
+}
+
+void
+chroma_http_abort_all(void)
+{
+	for (int i = 0; i < CHROMA_HTTP_MAX_INFLIGHT; i++)
+		release_slot(&slots[i]);
+}
+
+static void
+collect_finished(void)
+{
+	CURLMsg    *msg;
+	int			left;
+
+	while ((msg = curl_multi_info_read(multi, &left)) != NULL)
+	{
+		if (msg->msg != CURLMSG_DONE)
+			continue;
+		for (int i = 0; i < CHROMA_HTTP_MAX_INFLIGHT; i++)
+		{
+			if (slots[i].in_use && slots[i].easy == msg->easy_handle)
+			{
+				slots[i].done = true;
+				slots[i].code = msg->data.result;
+			}
+		}
+	}
+}
+
+void
+chroma_http_pump(void)
+{
+	int			running;
+
+	if (multi == NULL)
+		return;
+	curl_multi_perform(multi, &running);
+	collect_finished();
+}
+
+ChromaHttpRequest *
+chroma_http_begin(const char *method, const char *url, const char *body, size_t body_len)
+{
+	ChromaHttpRequest *req = NULL;
+	const char *key;
+	CURL	   *h;
+
+	http_init();
+	for (int i = 0; i < CHROMA_HTTP_MAX_INFLIGHT; i++)
+	{
+		if (!slots[i].in_use)
+		{
+			req = &slots[i];
+			break;
+		}
+	}
+	if (req == NULL)
+		elog(ERROR, "too many concurrent Chroma requests");
+
+	if (req->easy == NULL)
+	{
+		req->easy = curl_easy_init();
+		if (req->easy == NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_OUT_OF_MEMORY),
+					 errmsg("could not create a libcurl handle")));
+	}
+	else
+		curl_easy_reset(req->easy);
+	h = req->easy;
+
+	/* Read the key before taking the slot: it may raise an error. */
+	key = chroma_effective_api_key();
+
+	req->in_use = true;
+	req->done = false;
+	req->code = CURLE_OK;
+	req->nest_level = IsTransactionState() ? GetCurrentTransactionNestLevel() : 0;
+	req->resp = NULL;
+	req->resp_len = req->resp_cap = 0;
+	req->resp_overflow = false;
+	req->errbuf[0] = '\0';
+
+	req->headers = curl_slist_append(NULL, "Content-Type: application/json");
+	req->headers = curl_slist_append(req->headers, "Accept: application/json");
+	req->headers = curl_slist_append(req->headers, "Expect:");	/* no 100-continue round trip */
+	if (key != NULL)
+	{
+		char	   *hdr = psprintf("x-chroma-token: %s", key);
+
+		req->headers = curl_slist_append(req->headers, hdr);
+		explicit_bzero(hdr, strlen(hdr));
+		pfree(hdr);
+	}
+	if (req->headers == NULL)
+	{
+		req->in_use = false;
+		ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY), errmsg("out of memory")));
+	}
+
+	curl_easy_setopt(h, CURLOPT_URL, url);
+	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+	curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L);
+	curl_easy_setopt(h, CURLOPT_ERRORBUFFER, req->errbuf);
+	curl_easy_setopt(h, CURLOPT_HTTPHEADER, req->headers);
+	curl_easy_setopt(h, CURLOPT_USERAGENT, "chroma_sync/" "0.1");
+	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long) chroma_timeout_ms);
+	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, (long) chroma_connect_timeout_ms);
+	curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
+	curl_easy_setopt(h, CURLOPT_TCP_NODELAY, 1L);
+	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, write_cb);
+	curl_easy_setopt(h, CURLOPT_WRITEDATA, req);
+	curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
+	curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, progress_cb);
+	curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, chroma_tls_verify ? 1L : 0L);
+	curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, chroma_tls_verify ? 2L : 0L);
+	if (chroma_ca_file && *chroma_ca_file)
+		curl_easy_setopt(h, CURLOPT_CAINFO, chroma_ca_file);
+
+	if (strcmp(method, "GET") == 0)
+		curl_easy_setopt(h, CURLOPT_HTTPGET, 1L);
+	else if (strcmp(method, "POST") == 0)
+	{
+		curl_easy_setopt(h, CURLOPT_POST, 1L);
+		curl_easy_setopt(h, CURLOPT_POSTFIELDS, body ? body : "");
+		curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t) (body ? body_len : 0));
+	}
+	else
+	{
+		curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
+		if (body)
+		{
+			curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
+			curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t) body_len);
+		}
+	}
+
+	if (curl_multi_add_handle(multi, h) != CURLM_OK)
+	{
+		release_slot(req);
+		ereport(ERROR,
+				(errcode(ERRCODE_SYSTEM_ERROR),
+				 errmsg("could not start an HTTP request")));
+	}
+	chroma_http_pump();
+	return req;
+}
+
+static bool
+is_connect_failure(CURLcode code, CURL *h)
+{
+	curl_off_t	pretransfer = 0;
+
+	switch (code)
+	{
+		case CURLE_COULDNT_RESOLVE_HOST:
+		case CURLE_COULDNT_RESOLVE_PROXY:
+		case CURLE_COULDNT_CONNECT:
+		case CURLE_SSL_CONNECT_ERROR:
+		case CURLE_PEER_FAILED_VERIFICATION:
+		case CURLE_SSL_CERTPROBLEM:
+		case CURLE_SSL_CACERT_BADFILE:
+		case CURLE_SSL_ISSUER_ERROR:
+		case CURLE_UNSUPPORTED_PROTOCOL:
+		case CURLE_URL_MALFORMAT:
+			return true;
+		default:
+			break;
+	}
+	/* A timeout before the request was sent. */
+	if (curl_easy_getinfo(h, CURLINFO_PRETRANSFER_TIME_T, &pretransfer) == CURLE_OK &&
+		pretransfer == 0)
+		return true;
+	return false;
+}
+
+void
+chroma_http_finish(ChromaHttpRequest *req, ChromaHttpResult *res)
+{
+	CURL	   *h = req->easy;
+
+	PG_TRY();
+	{
+		while (!req->done)
+		{
+			int			numfds;
+
+			CHECK_FOR_INTERRUPTS();
+			if (!PostmasterIsAlive())
+				proc_exit(1);
+			pgstat_report_wait_start(PG_WAIT_EXTENSION);
+			curl_multi_poll(multi, NULL, 0, POLL_INTERVAL_MS, &numfds);
+			pgstat_report_wait_end();
+			chroma_http_pump();
+		}
+		/* An abort by our progress callback means an interrupt is pending. */
+		if (req->code == CURLE_ABORTED_BY_CALLBACK)
+			CHECK_FOR_INTERRUPTS();
+	}
+	PG_CATCH();
+	{
+		release_slot(req);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+
+	memset(res, 0, sizeof(*res));
+	res->curl_code = (int) req->code;
+	curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &res->status);
+	curl_easy_getinfo(h, CURLINFO_TOTAL_TIME, &res->seconds);
+	initStringInfo(&res->body);
+	if (req->resp_len > 0)
+		appendBinaryStringInfo(&res->body, req->resp, req->resp_len);
+	if (req->code != CURLE_OK)
+	{
+		const char *msg = req->errbuf[0] ? req->errbuf : curl_easy_strerror(req->code);
+
+		if (req->resp_overflow)
+			msg = "response too large";
+		res->error = pstrdup(msg);
+		res->connect_failed = is_connect_failure(req->code, h);
+		res->outcome_unknown = !res->connect_failed;
+		res->status = 0;
+	}
+	release_slot(req);
+}
+
+void
+chroma_http_request(const char *method, const char *url, const char *body,
+					size_t body_len, ChromaHttpResult *res)
+{
+	ChromaHttpRequest *req = chroma_http_begin(method, url, body, body_len);
+
+	chroma_http_finish(req, res);
+}
+
+char *
+chroma_http_escape(const char *s)
+{
+	char	   *e;
+	char	   *r;
+
+	http_init();
+	e = curl_easy_escape(NULL, s, (int) strlen(s));
+	if (e == NULL)
+		ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY), errmsg("out of memory")));
+	r = pstrdup(e);
+	curl_free(e);
+	return r;
+}

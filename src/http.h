@@ -1,0 +1,51 @@
+/*
+ * http.h — libcurl inside a backend: kept-alive connections, timeouts, cancellation.
+ *
+ * A request is started with chroma_http_begin and completed with chroma_http_finish,
+ * so a caller can prepare the next request while one is in flight (chroma_http_pump
+ * keeps the transfer moving). chroma_http_request does both in one call.
+ */
+#ifndef CHROMA_SYNC_HTTP_H
+#define CHROMA_SYNC_HTTP_H
+
+#include "lib/stringinfo.h"
+
+typedef struct ChromaHttpResult
+{
+	long		status;			/* HTTP status; 0 when no response arrived */
+	int			curl_code;		/* CURLcode; 0 on a complete exchange */
+	bool		outcome_unknown;	/* failed after the request may have reached the server */
+	bool		connect_failed; /* never connected: the server did not get the request */
+	char	   *error;			/* transport error text (palloc'd), or NULL */
+	StringInfoData body;		/* response body (palloc'd) */
+	double		seconds;		/* total transfer time */
+} ChromaHttpResult;
+
+typedef struct ChromaHttpRequest ChromaHttpRequest;
+
+/*
+ * Starts a request. body is copied only by reference: it must stay valid until
+ * chroma_http_finish. At most CHROMA_HTTP_MAX_INFLIGHT requests at once.
+ */
+#define CHROMA_HTTP_MAX_INFLIGHT 2
+extern ChromaHttpRequest *chroma_http_begin(const char *method, const char *url,
+											const char *body, size_t body_len);
+
+/* Lets in-flight transfers progress without blocking. */
+extern void chroma_http_pump(void);
+
+/* Waits for the request to complete, fills *res, releases the request. */
+extern void chroma_http_finish(ChromaHttpRequest *req, ChromaHttpResult *res);
+
+/* begin + finish */
+extern void chroma_http_request(const char *method, const char *url,
+								const char *body, size_t body_len,
+								ChromaHttpResult *res);
+
+/* Abandons every in-flight request (error cleanup). */
+extern void chroma_http_abort_all(void);
+
+/* Percent-encodes one path segment (palloc'd). */
+extern char *chroma_http_escape(const char *s);
+
+#endif							/* CHROMA_SYNC_HTTP_H */

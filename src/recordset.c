@@ -1,0 +1,303 @@
+/*
+ * recordset.c — validated record sets and the pipelined sender.
+ *
+ * A RecordSet holds records in the caller's order, already converted to UTF-8 and
+ * checked against Chroma's rules. The sender cuts it into requests of at most
+ * batch_size records and CHROMA_MAX_BODY_BYTES bytes, and builds the next request
+ * while the previous one is in flight. Every record of a set has distinct ids, so no
+ * id is ever in two in-flight requests.
+ */
+#include "postgres.h"
+
+#include "mb/pg_wchar.h"
+#include "utils/builtins.h"
+#include "utils/memutils.h"
+
+#include "chroma_api.h"
+#include "chroma_sync.h"
+#include "metadata.h"
+#include "pgbuf.h"
+#include "records.h"
+
+void
+record_set_init(RecordSet *rs, int cap)
+{
+	memset(rs, 0, sizeof(*rs));
+	rs->cap = Max(cap, 8);
+	rs->recs = palloc0_array(cs_record, rs->cap);
+	rs->names = palloc0_array(char *, rs->cap);
+	rs->positions = palloc0_array(int64, rs->cap);
+}
+
+void
+record_set_add(RecordSet *rs, const char *id_server, int id_len, int64 position)
+{
+	cs_record  *r;
+	char	   *utf8;
+
+	if (rs->n == rs->cap)
+	{
+		rs->cap *= 2;
+		rs->recs = repalloc_array(rs->recs, cs_record, rs->cap);
+		rs->names = repalloc_array(rs->names, char *, rs->cap);
+		rs->positions = repalloc_array(rs->positions, int64, rs->cap);
+	}
+	rs->names[rs->n] = pnstrdup(id_server, id_len);
+	rs->positions[rs->n] = position;
+	if (id_len == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("id of record %lld is empty", (long long) position),
+				 errdetail("Chroma ids are non-empty strings.")));
+	utf8 = pg_server_to_any(id_server, id_len, PG_UTF8);
+	r = &rs->recs[rs->n];
+	memset(r, 0, sizeof(*r));
+	r->id = utf8;
+	r->id_len = (utf8 == id_server) ? (size_t) id_len : strlen(utf8);
+	rs->n++;
+}
+
+char *
+record_describe(const RecordSet *rs, int i)
+{
+	const char *name = rs->names[i];
+
+	if (strlen(name) > 64)
+		return psprintf("record %lld (id \"%.64s...\")", (long long) rs->positions[i], name);
+	return psprintf("record %lld (id \"%s\")", (long long) rs->positions[i], name);
+}
+
+void
+record_check_embedding(RecordSet *rs, int i, const float *v, int dim)
+{
+	ptrdiff_t	bad;
+
+	if (dim == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("embedding of %s is empty", record_describe(rs, i))));
+	bad = cs_first_nonfinite(v, dim);
+	if (bad >= 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("embedding of %s has a non-finite value at position %d",
+						record_describe(rs, i), (int) bad + 1),
+				 errdetail("Chroma cannot store NaN or infinity.")));
+	if (rs->dim == 0)
+		rs->dim = dim;
+	else if (rs->dim != dim)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_EXCEPTION),
+				 errmsg("embedding of %s has %d dimensions, expected %d",
+						record_describe(rs, i), dim, rs->dim)));
+	rs->recs[i].embedding = v;
+}
+
+void
+record_set_document(RecordSet *rs, int i, const char *doc, int len)
+{
+	char	   *u = pg_server_to_any(doc, len, PG_UTF8);
+
+	rs->recs[i].document = u;
+	rs->recs[i].document_len = (u == doc) ? (size_t) len : strlen(u);
+}
+
+void
+record_set_metadata(RecordSet *rs, int i, Jsonb *jb, bool allow_arrays)
+{
+	cs_buf		b;
+	char	   *who = record_describe(rs, i);
+
+	pgbuf_init(&b, 64 + VARSIZE_ANY(jb));
+	chroma_metadata_render(jb, allow_arrays, &b, who);
+	rs->recs[i].metadata = pgbuf_cstring(&b);
+	rs->recs[i].metadata_len = b.len;
+}
+
+static int
+cmp_ids(const void *a, const void *b, void *arg)
+{
+	const cs_record *recs = (const cs_record *) arg;
+	int			ia = *(const int *) a;
+	int			ib = *(const int *) b;
+	const cs_record *ra = &recs[ia];
+	const cs_record *rb = &recs[ib];
+	size_t		n = Min(ra->id_len, rb->id_len);
+	int			c = memcmp(ra->id, rb->id, n);
+
+	if (c != 0)
+		return c;
+	if (ra->id_len != rb->id_len)
+		return ra->id_len < rb->id_len ? -1 : 1;
+	return ia < ib ? -1 : (ia > ib ? 1 : 0);
+}
+
+/* Duplicate ids: the last occurrence wins; order of the survivors is kept. */
+void
+record_set_dedupe(RecordSet *rs)
+{
+	int		   *order;
+	bool	   *drop;
+	int			k = 0;
+
+	if (rs->n < 2)
+		return;
+	order = palloc_array(int, rs->n);
+	drop = palloc0_array(bool, rs->n);
+	for (int i = 0; i < rs->n; i++)
+		order[i] = i;
+	qsort_arg(order, rs->n, sizeof(int), cmp_ids, rs->recs);
+	for (int i = 0; i + 1 < rs->n; i++)
+	{
+		const cs_record *a = &rs->recs[order[i]];
+		const cs_record *b = &rs->recs[order[i + 1]];
+
+		if (a->id_len == b->id_len && memcmp(a->id, b->id, a->id_len) == 0)
+			drop[order[i]] = true;	/* a later one has the same id */
+	}
+	for (int i = 0; i < rs->n; i++)
+	{
+		if (drop[i])
+			continue;
+		rs->recs[k] = rs->recs[i];
+		rs->names[k] = rs->names[i];
+		rs->positions[k] = rs->positions[i];
+		k++;
+	}
+	rs->n = k;
+	pfree(order);
+	pfree(drop);
+}
+
+/* An upper bound of the bytes one record adds to a body. */
+static size_t
+record_size_bound(const RecordSet *rs, int i, bool base64)
+{
+	const cs_record *r = &rs->recs[i];
+	size_t		sz = 8 + r->id_len * 6;
+
+	if (rs->with_embeddings)
+		sz += base64 ? cs_base64_len((size_t) rs->dim * 4) + 3
+			: (size_t) rs->dim * (CS_FLOAT_MAXLEN + 1) + 2;
+	if (rs->with_documents)
+		sz += 8 + r->document_len * 6;
+	if (rs->with_metadatas)
+		sz += 8 + r->metadata_len;
+	return sz;
+}
+
+void
+record_sender_init(RecordSender *s, const char *collection, const char *op)
+{
+	ChromaCollection coll;
+
+	memset(s, 0, sizeof(*s));
+	s->collection = collection;
+	s->op = op;
+	chroma_api_get_collection(collection, &coll, false);
+	s->url = chroma_records_url(coll.id, op);
+	s->dim = coll.dimension;
+	s->base64 = chroma_use_base64();
+	s->batch_size = chroma_effective_batch_size();
+	s->body_ctx[0] = AllocSetContextCreate(CurrentMemoryContext, "chroma_sync body",
+										   ALLOCSET_DEFAULT_SIZES);
+	s->body_ctx[1] = AllocSetContextCreate(CurrentMemoryContext, "chroma_sync body",
+										   ALLOCSET_DEFAULT_SIZES);
+}
+
+static void
+sender_wait(RecordSender *s)
+{
+	ChromaResponse resp;
+
+	if (s->inflight == NULL)
+		return;
+	memset(&resp, 0, sizeof(resp));
+	chroma_http_finish(s->inflight, &resp.http);
+	s->inflight = NULL;
+	chroma_classify(&resp);
+	if (resp.kind != CHROMA_OK)
+	{
+		chroma_raise(&resp, psprintf("%s records in collection \"%s\" (%llu records were sent before this request)",
+									 s->op, s->collection, (unsigned long long) s->sent));
+	}
+	s->sent += s->inflight_n;
+	s->inflight_n = 0;
+}
+
+static void
+sender_post(RecordSender *s, RecordSet *rs, int from, int to)
+{
+	MemoryContext old;
+	cs_buf		b;
+	cs_body_options opt;
+
+	MemoryContextReset(s->body_ctx[s->cur]);
+	old = MemoryContextSwitchTo(s->body_ctx[s->cur]);
+	opt.dim = rs->dim;
+	opt.encoding = s->base64 ? CS_ENCODING_BASE64 : CS_ENCODING_JSON;
+	opt.with_embeddings = rs->with_embeddings;
+	opt.with_documents = rs->with_documents;
+	opt.with_metadatas = rs->with_metadatas;
+	pgbuf_init(&b, 1024);
+	if (strcmp(s->op, "delete") == 0)
+		cs_encode_ids(&b, rs->recs + from, to - from);
+	else
+		cs_encode_records(&b, rs->recs + from, to - from, &opt);
+	MemoryContextSwitchTo(old);
+
+	sender_wait(s);				/* the previous request, built while it was in flight */
+	s->inflight = chroma_http_begin("POST", s->url, b.data, b.len);
+	s->inflight_n = to - from;
+	s->cur ^= 1;
+}
+
+void
+record_sender_send(RecordSender *s, RecordSet *rs)
+{
+	int			from = 0;
+	size_t		bytes = 64;
+
+	if (rs->n == 0)
+		return;
+	if (rs->with_embeddings)
+	{
+		if (s->dim == 0)
+			s->dim = rs->dim;
+		else if (rs->dim != s->dim)
+			ereport(ERROR,
+					(errcode(ERRCODE_DATA_EXCEPTION),
+					 errmsg("embeddings have %d dimensions, but collection \"%s\" has %d",
+							rs->dim, s->collection, s->dim),
+					 errdetail("First mismatching record: %s.", record_describe(rs, 0))));
+	}
+	/* Every record must fit in a request on its own: check before sending any. */
+	for (int i = 0; i < rs->n; i++)
+		if (record_size_bound(rs, i, s->base64) + 64 > CHROMA_MAX_BODY_BYTES)
+			ereport(ERROR,
+					(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+					 errmsg("%s is too large to send", record_describe(rs, i)),
+					 errdetail("A request body may hold at most %d MiB.",
+							   CHROMA_MAX_BODY_BYTES / (1024 * 1024))));
+
+	for (int i = 0; i < rs->n; i++)
+	{
+		size_t		sz = record_size_bound(rs, i, s->base64);
+
+		if (i > from && (i - from >= s->batch_size || bytes + sz > CHROMA_MAX_BODY_BYTES))
+		{
+			sender_post(s, rs, from, i);
+			from = i;
+			bytes = 64;
+		}
+		bytes += sz;
+	}
+	sender_post(s, rs, from, rs->n);
+}
+
+uint64
+record_sender_finish(RecordSender *s)
+{
+	sender_wait(s);
+	return s->sent;
+}

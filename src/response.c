@@ -1,0 +1,344 @@
+/*
+ * response.c — record responses of get and query, parsed with Postgres' JSON parser.
+ */
+#include "postgres.h"
+
+#include <math.h>
+
+#include "common/jsonapi.h"
+#include "mb/pg_wchar.h"
+#include "utils/float.h"
+
+#include "response.h"
+
+typedef enum RowColumn
+{
+	COL_NONE,
+	COL_IDS,
+	COL_EMBEDDINGS,
+	COL_DOCUMENTS,
+	COL_METADATAS,
+	COL_DISTANCES
+} RowColumn;
+
+typedef struct ParseState
+{
+	JsonLexContext *lex;
+	ChromaRows *rows;
+	int			level;			/* 0 = result row for get, 1 = per-query list for query */
+	int			depth;			/* nesting of objects and arrays */
+	RowColumn	col;			/* column being read */
+	int			arr;			/* array depth inside the column */
+	int			seen_lists;		/* per-query lists seen in this column (use the first) */
+	int			idx[6];			/* next element per column */
+	int			cap;
+	/* embedding being read */
+	float	   *emb;
+	int			emb_len;
+	int			emb_cap;
+	/* metadata object being captured */
+	int			meta_depth;
+	char	   *meta_start;
+} ParseState;
+
+static void
+bad_response(const char *why)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_JSON_TEXT),
+			 errmsg("unexpected response from Chroma"),
+			 errdetail("%s", why)));
+}
+
+static void
+ensure_cap(ParseState *st, int need)
+{
+	ChromaRows *r = st->rows;
+	int			cap;
+
+	if (need <= st->cap)
+		return;
+	cap = st->cap ? st->cap * 2 : 64;
+	while (cap < need)
+		cap *= 2;
+#define GROW(field, type) \
+	r->field = r->field ? repalloc0_array_compat(r->field, type, st->cap, cap) : palloc0_array(type, cap)
+#define repalloc0_array_compat(p, type, old, new) \
+	((type *) memset((char *) repalloc((p), sizeof(type) * (new)) + sizeof(type) * (old), 0, \
+					 sizeof(type) * ((new) - (old))) - (old))
+	GROW(ids, char *);
+	GROW(embeddings, float *);
+	GROW(dims, int);
+	GROW(documents, char *);
+	GROW(metadatas, char *);
+	GROW(distances, float);
+#undef GROW
+#undef repalloc0_array_compat
+	st->cap = cap;
+}
+
+static char *
+to_server(const char *s)
+{
+	return pg_any_to_server(s, strlen(s), PG_UTF8);
+}
+
+/* True when inside the column's element list (past the per-query list when nested). */
+static bool
+in_elements(ParseState *st, int extra)
+{
+	return st->col != COL_NONE && st->seen_lists == 1 &&
+		st->arr == 1 + st->level + extra;
+}
+
+static void
+rows_object_start(void *state)
+{
+	ParseState *st = (ParseState *) state;
+
+	st->depth++;
+	if (st->col == COL_METADATAS && st->meta_depth == 0 && in_elements(st, 0))
+	{
+		st->meta_depth = st->depth;
+		st->meta_start = st->lex->token_start;
+	}
+	else if (st->col != COL_NONE && st->meta_depth == 0 && st->depth > 1)
+		bad_response("an object where a value was expected");
+}
+
+static void
+rows_object_end(void *state)
+{
+	ParseState *st = (ParseState *) state;
+
+	if (st->meta_depth != 0 && st->depth == st->meta_depth)
+	{
+		/* the closing brace has been consumed: it ends at prev_token_terminator */
+		size_t		len = st->lex->prev_token_terminator - st->meta_start;
+		int			i = st->idx[COL_METADATAS]++;
+		char	   *txt = pnstrdup(st->meta_start, len);
+
+		ensure_cap(st, i + 1);
+		st->rows->metadatas[i] = to_server(txt);
+		st->meta_depth = 0;
+	}
+	st->depth--;
+}
+
+static void
+rows_array_start(void *state)
+{
+	ParseState *st = (ParseState *) state;
+
+	st->depth++;
+	if (st->meta_depth)
+		return;
+	if (st->col == COL_NONE)
+		return;
+	st->arr++;
+	if (st->arr == 1 && st->level == 1)
+		st->seen_lists++;
+	if (st->arr == 1 && st->level == 0)
+		st->seen_lists = 1;
+	if (st->col == COL_EMBEDDINGS && in_elements(st, 1))
+	{
+		st->emb_len = 0;
+		st->emb_cap = 64;
+		st->emb = palloc(sizeof(float) * st->emb_cap);
+	}
+	else if (st->arr > 1 + st->level + (st->col == COL_EMBEDDINGS ? 1 : 0))
+		bad_response("an array nested deeper than expected");
+}
+
+static void
+rows_array_end(void *state)
+{
+	ParseState *st = (ParseState *) state;
+
+	st->depth--;
+	if (st->meta_depth || st->col == COL_NONE)
+		return;
+	if (st->col == COL_EMBEDDINGS && in_elements(st, 1))
+	{
+		int			i = st->idx[COL_EMBEDDINGS]++;
+
+		ensure_cap(st, i + 1);
+		st->rows->embeddings[i] = st->emb;
+		st->rows->dims[i] = st->emb_len;
+		st->emb = NULL;
+	}
+	st->arr--;
+}
+
+static void
+rows_field_start(void *state, char *fname, bool isnull)
+{
+	ParseState *st = (ParseState *) state;
+
+	if (st->depth != 1)
+		return;
+	st->arr = 0;
+	st->seen_lists = 0;
+	if (strcmp(fname, "ids") == 0)
+		st->col = COL_IDS;
+	else if (strcmp(fname, "embeddings") == 0)
+		st->col = COL_EMBEDDINGS;
+	else if (strcmp(fname, "documents") == 0)
+		st->col = COL_DOCUMENTS;
+	else if (strcmp(fname, "metadatas") == 0)
+		st->col = COL_METADATAS;
+	else if (strcmp(fname, "distances") == 0)
+		st->col = COL_DISTANCES;
+	else
+		st->col = COL_NONE;
+	if (st->col == COL_EMBEDDINGS && !isnull)
+		st->rows->has_embeddings = true;
+	if (st->col == COL_DOCUMENTS && !isnull)
+		st->rows->has_documents = true;
+	if (st->col == COL_METADATAS && !isnull)
+		st->rows->has_metadatas = true;
+	if (st->col == COL_DISTANCES && !isnull)
+		st->rows->has_distances = true;
+}
+
+static void
+rows_field_end(void *state, char *fname, bool isnull)
+{
+	ParseState *st = (ParseState *) state;
+
+	if (st->depth == 1)
+		st->col = COL_NONE;
+}
+
+static float
+parse_float(const char *token)
+{
+	char	   *end;
+	float		f;
+
+	errno = 0;
+	f = strtof(token, &end);
+	if (*end != '\0')
+		bad_response("a malformed number");
+	return f;
+}
+
+static void
+rows_scalar(void *state, char *token, JsonTokenType type)
+{
+	ParseState *st = (ParseState *) state;
+	int			i;
+
+	if (st->meta_depth || st->col == COL_NONE)
+		return;
+	if (st->arr == 0)
+	{
+		if (type == JSON_TOKEN_NULL)
+			return;
+		bad_response("a column that is not an array");
+	}
+	switch (st->col)
+	{
+		case COL_IDS:
+			if (!in_elements(st, 0))
+				return;
+			if (type != JSON_TOKEN_STRING)
+				bad_response("an id that is not a string");
+			i = st->idx[COL_IDS]++;
+			ensure_cap(st, i + 1);
+			st->rows->ids[i] = to_server(token);
+			break;
+		case COL_DOCUMENTS:
+			if (!in_elements(st, 0))
+				return;
+			i = st->idx[COL_DOCUMENTS]++;
+			ensure_cap(st, i + 1);
+			if (type == JSON_TOKEN_STRING)
+				st->rows->documents[i] = to_server(token);
+			else if (type != JSON_TOKEN_NULL)
+				bad_response("a document that is not a string");
+			break;
+		case COL_METADATAS:
+			if (!in_elements(st, 0))
+				return;
+			i = st->idx[COL_METADATAS]++;
+			ensure_cap(st, i + 1);
+			if (type != JSON_TOKEN_NULL)
+				bad_response("metadata that is not an object");
+			break;
+		case COL_DISTANCES:
+			if (!in_elements(st, 0))
+				return;
+			i = st->idx[COL_DISTANCES]++;
+			ensure_cap(st, i + 1);
+			/* null: the distance overflowed float32 on the server */
+			if (type == JSON_TOKEN_NULL)
+				st->rows->distances[i] = get_float4_nan();
+			else if (type == JSON_TOKEN_NUMBER)
+				st->rows->distances[i] = parse_float(token);
+			else
+				bad_response("a distance that is not a number");
+			break;
+		case COL_EMBEDDINGS:
+			if (in_elements(st, 0) && type == JSON_TOKEN_NULL)
+			{
+				i = st->idx[COL_EMBEDDINGS]++;
+				ensure_cap(st, i + 1);
+				break;
+			}
+			if (!in_elements(st, 1))
+				return;
+			if (type != JSON_TOKEN_NUMBER)
+				bad_response("an embedding value that is not a number");
+			if (st->emb_len == st->emb_cap)
+			{
+				st->emb_cap *= 2;
+				st->emb = repalloc(st->emb, sizeof(float) * st->emb_cap);
+			}
+			st->emb[st->emb_len++] = parse_float(token);
+			break;
+		default:
+			break;
+	}
+}
+
+void
+chroma_parse_rows(StringInfo body, bool nested, ChromaRows *rows)
+{
+	ParseState	st;
+	JsonSemAction sem;
+	JsonParseErrorType err;
+
+	memset(rows, 0, sizeof(*rows));
+	memset(&st, 0, sizeof(st));
+	st.rows = rows;
+	st.level = nested ? 1 : 0;
+	st.lex = makeJsonLexContextCstringLen(body->data, body->len, PG_UTF8, true);
+
+	memset(&sem, 0, sizeof(sem));
+	sem.semstate = &st;
+	sem.object_start = rows_object_start;
+	sem.object_end = rows_object_end;
+	sem.array_start = rows_array_start;
+	sem.array_end = rows_array_end;
+	sem.object_field_start = rows_field_start;
+	sem.object_field_end = rows_field_end;
+	sem.scalar = rows_scalar;
+
+	if (body->len == 0 || body->data[0] != '{')
+		bad_response("the response is not a JSON object");
+	err = pg_parse_json(st.lex, &sem);
+	if (err != JSON_SUCCESS)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_JSON_TEXT),
+				 errmsg("unexpected response from Chroma"),
+				 errdetail("%s", json_errdetail(err, st.lex))));
+
+	rows->n = st.idx[COL_IDS];
+	if ((rows->has_embeddings && st.idx[COL_EMBEDDINGS] != rows->n) ||
+		(rows->has_documents && st.idx[COL_DOCUMENTS] != rows->n) ||
+		(rows->has_metadatas && st.idx[COL_METADATAS] != rows->n) ||
+		(rows->has_distances && st.idx[COL_DISTANCES] != rows->n))
+		bad_response("columns of different lengths");
+	ensure_cap(&st, rows->n + 1);
+}

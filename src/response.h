@@ -1,0 +1,33 @@
+/*
+ * response.h — record responses of get and query, parsed with Postgres' JSON parser.
+ *
+ * Floats are read from the response text with strtof, so values come back bit for bit
+ * (-0.0 included, which a trip through numeric would lose).
+ */
+#ifndef CHROMA_SYNC_RESPONSE_H
+#define CHROMA_SYNC_RESPONSE_H
+
+#include "lib/stringinfo.h"
+
+typedef struct ChromaRows
+{
+	int			n;				/* records */
+	char	  **ids;			/* server encoding */
+	float	  **embeddings;		/* NULL when not included; an entry NULL for null */
+	int		   *dims;
+	char	  **documents;		/* NULL when not included; entries NULL for null */
+	char	  **metadatas;		/* JSON text of each object (server encoding), or NULL */
+	float	   *distances;		/* query only; NaN for null */
+	bool		has_embeddings;
+	bool		has_documents;
+	bool		has_metadatas;
+	bool		has_distances;
+} ChromaRows;
+
+/*
+ * Parses a get response (nested = false) or the first result of a query response
+ * (nested = true: every column is a list per query embedding).
+ */
+extern void chroma_parse_rows(StringInfo body, bool nested, ChromaRows *rows);
+
+#endif							/* CHROMA_SYNC_RESPONSE_H */
