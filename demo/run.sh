@@ -127,20 +127,21 @@ OK=0
 on_exit() {
 	local rc=$?
 	trap - EXIT INT TERM
-	[ $OK = 1 ] || echo "demo failed (exit $rc); logs: $LOG_DIR" >&2
+	# A signal may arrive inside a step, whose output goes to its log: back to the terminal.
+	exec 1>&8 2>&9
 	if [ "$KEEP" = 1 ] && [ -n "${PG_PORT:-}" ]; then
-		cat <<-EOF
-
-			KEEP=1: PostgreSQL and Chroma are still running.
-			  connect:  $PG_BIN/psql -h $PG_DIR -p $PG_PORT -U postgres demo
-			  Chroma:   http://127.0.0.1:$CHROMA_PORT
-			  stop:     bash $WORK_DIR/stop.sh
-		EOF
+		[ $OK = 1 ] || echo "demo failed (exit $rc); logs: $LOG_DIR"
 		cat >"$WORK_DIR/stop.sh" <<-EOF
 			# Stops the servers of the chroma_sync demo and removes its files.
 			runuser -u postgres -- $PG_BIN/pg_ctl -D $PG_DIR/data -m fast stop
 			CHROMA_PIDS_DIR=$CHROMA_PIDS_DIR bash $CHROMA_CTL stop ${CHROMA_PID:-0}
 			rm -rf $WORK_DIR
+		EOF
+		cat <<-EOF
+			KEEP=1: PostgreSQL and Chroma are still running.
+			  connect:  $PG_BIN/psql -h $PG_DIR -p $PG_PORT -U postgres demo
+			  Chroma:   http://127.0.0.1:$CHROMA_PORT
+			  stop:     bash $WORK_DIR/stop.sh
 		EOF
 		exit $rc
 	fi
@@ -148,11 +149,13 @@ on_exit() {
 	stop_all_chroma >>"$LOG_DIR/stop.log" 2>&1
 	if [ $OK = 1 ]; then
 		rm -rf "$WORK_DIR"
-		echo
 		echo "PostgreSQL and Chroma were stopped and their data removed (KEEP=1 keeps them running)."
+	elif [ $rc -eq 130 ] || [ $rc -eq 143 ]; then
+		rm -rf "$WORK_DIR"
+		printf '\ninterrupted; everything the demo started was stopped.\n'
 	else
-		rm -rf "$WORK_DIR/build" "$WORK_DIR/pg-demo" "$WORK_DIR/chroma-data"
-		echo "PostgreSQL and Chroma were stopped." >&2
+		rm -rf "$WORK_DIR/build" "$WORK_DIR/pg-demo" "$WORK_DIR/chroma-data" "$WORK_DIR/chroma-pids"
+		echo "demo failed (exit $rc); everything it started was stopped. Logs: $LOG_DIR"
 	fi
 	exit $rc
 }
@@ -161,6 +164,9 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 
 # ---------------------------------------------------------------------- main
+
+# The terminal, kept as fds 8 and 9 (test/lib/common.sh closes them for the servers).
+exec 8>&1 9>&2
 
 echo "${BOLD}chroma_sync demo${OFF}"
 echo
