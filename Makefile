@@ -12,11 +12,18 @@ OBJS = \
 	src/recordset.o \
 	src/records.o \
 	src/records_read.o \
-	src/collections.o
+	src/collections.o \
+	src/shared.o \
+	src/mirror_config.o \
+	src/trigger.o \
+	src/mirror.o \
+	src/sync.o \
+	src/worker.o \
+	src/verify.o
 
 DATA = sql/chroma_sync--0.1.sql
 
-REGRESS = setup server collections records records_bad query upsert_query security
+REGRESS = setup server collections records records_bad query upsert_query security metadata_arrays
 REGRESS_OPTS = --inputdir=. --load-extension=chroma_sync
 
 SHLIB_LINK = -lcurl

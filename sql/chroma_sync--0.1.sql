@@ -66,3 +66,135 @@ REVOKE EXECUTE ON FUNCTION
 	chroma_count(text), chroma_get(text, text[], jsonb, int, int),
 	chroma_query(text, real[], int, jsonb)
 FROM PUBLIC;
+
+-- ===== Mirrors =====
+
+CREATE SCHEMA chroma_sync;
+REVOKE ALL ON SCHEMA chroma_sync FROM PUBLIC;
+
+-- One row per mirror: what is synced where, and the worker's persisted progress.
+CREATE TABLE chroma_sync.mirror (
+	mirror_id integer PRIMARY KEY,
+	source regclass NOT NULL,
+	collection text NOT NULL,
+	collection_id uuid,
+	id_columns smallint[] NOT NULL,		-- attnums: columns survive renames
+	embedding_column smallint NOT NULL,
+	document_column smallint,
+	metadata_columns smallint[] NOT NULL DEFAULT '{}',
+	owner oid NOT NULL,					-- the worker reads the table with this role's rights
+	dimension integer,					-- fixed by the collection or the first row written
+	metadata_keys text[] NOT NULL DEFAULT '{}',	-- every key ever sent (removed keys go out as null)
+	paused boolean NOT NULL DEFAULT false,
+	paused_reason text,
+	in_error boolean NOT NULL DEFAULT false,
+	backfill_done boolean NOT NULL DEFAULT false,
+	backfill_after text,				-- watermark: last key of the last page sent
+	backfill_total bigint,
+	backfill_sent bigint NOT NULL DEFAULT 0,
+	reconcile boolean NOT NULL DEFAULT true,	-- after backfill, delete ids the table lacks
+	synced bigint NOT NULL DEFAULT 0,
+	last_sync_at timestamptz,
+	last_error text,
+	last_error_at timestamptz,
+	system_identifier text NOT NULL,
+	database_oid oid NOT NULL,
+	created_at timestamptz NOT NULL DEFAULT pg_catalog.now(),
+	UNIQUE (source, collection)
+);
+CREATE SEQUENCE chroma_sync.mirror_id_seq OWNED BY chroma_sync.mirror.mirror_id;
+ALTER TABLE chroma_sync.mirror
+	ALTER COLUMN mirror_id SET DEFAULT pg_catalog.nextval('chroma_sync.mirror_id_seq');
+SELECT pg_catalog.pg_extension_config_dump('chroma_sync.mirror', '');
+SELECT pg_catalog.pg_extension_config_dump('chroma_sync.mirror_id_seq', '');
+
+-- Changes waiting to be sent: append-only; the worker deletes exactly the entries it read.
+-- key NULL is a TRUNCATE barrier.
+CREATE TABLE chroma_sync.queue (
+	qid bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+	mirror_id integer NOT NULL,
+	key text,
+	enqueued_at timestamptz NOT NULL DEFAULT pg_catalog.statement_timestamp()
+);
+CREATE INDEX queue_mirror_qid ON chroma_sync.queue (mirror_id, qid);
+SELECT pg_catalog.pg_extension_config_dump('chroma_sync.queue', '');
+
+-- Rows Chroma refused or that failed validation, with the reason.
+CREATE TABLE chroma_sync.failed (
+	mirror_id integer NOT NULL,
+	source regclass NOT NULL,
+	id text NOT NULL,
+	error text NOT NULL,
+	attempts integer NOT NULL DEFAULT 1,
+	failed_at timestamptz NOT NULL DEFAULT pg_catalog.now(),
+	PRIMARY KEY (mirror_id, id)
+);
+SELECT pg_catalog.pg_extension_config_dump('chroma_sync.failed', '');
+
+REVOKE ALL ON chroma_sync.mirror, chroma_sync.queue, chroma_sync.failed FROM PUBLIC;
+
+CREATE VIEW chroma_sync.status AS
+SELECT m.source,
+	m.collection,
+	CASE WHEN m.paused THEN 'paused'
+		WHEN m.in_error THEN 'error'
+		WHEN NOT m.backfill_done THEN 'backfilling'
+		ELSE 'syncing' END AS state,
+	(SELECT pg_catalog.count(DISTINCT q.key) FROM chroma_sync.queue q
+		WHERE q.mirror_id = m.mirror_id) AS pending,
+	(SELECT pg_catalog.count(*) FROM chroma_sync.failed f
+		WHERE f.mirror_id = m.mirror_id) AS failed,
+	m.synced,
+	m.last_sync_at,
+	CASE WHEN m.paused AND m.last_error IS NULL THEN m.paused_reason ELSE m.last_error END
+		AS last_error,
+	m.last_error_at,
+	pg_catalog.now() - (SELECT pg_catalog.min(q.enqueued_at) FROM chroma_sync.queue q
+		WHERE q.mirror_id = m.mirror_id) AS lag,
+	CASE WHEN NOT m.backfill_done THEN m.backfill_sent END AS backfill_sent,
+	CASE WHEN NOT m.backfill_done THEN m.backfill_total END AS backfill_total
+FROM chroma_sync.mirror m;
+REVOKE ALL ON chroma_sync.status FROM PUBLIC;
+
+-- The trigger: queues (mirror, key) with the extension owner's rights.
+CREATE FUNCTION chroma_sync.capture() RETURNS trigger
+	AS 'MODULE_PATHNAME', 'chroma_sync_capture' LANGUAGE C;
+
+CREATE FUNCTION chroma_mirror(source regclass, collection text DEFAULT NULL,
+	id_column name DEFAULT NULL, embedding_column name DEFAULT 'embedding',
+	document_column name DEFAULT NULL, metadata_columns name[] DEFAULT NULL,
+	backfill boolean DEFAULT true) RETURNS uuid
+	AS 'MODULE_PATHNAME', 'chroma_mirror' LANGUAGE C VOLATILE;
+
+CREATE FUNCTION chroma_unmirror(source regclass, drop_collection boolean DEFAULT false,
+	collection text DEFAULT NULL) RETURNS void
+	AS 'MODULE_PATHNAME', 'chroma_unmirror' LANGUAGE C VOLATILE;
+
+CREATE FUNCTION chroma_pause(source regclass, collection text DEFAULT NULL) RETURNS void
+	AS 'MODULE_PATHNAME', 'chroma_pause' LANGUAGE C VOLATILE;
+
+CREATE FUNCTION chroma_resume(source regclass, collection text DEFAULT NULL) RETURNS void
+	AS 'MODULE_PATHNAME', 'chroma_resume' LANGUAGE C VOLATILE;
+
+CREATE FUNCTION chroma_flush(source regclass DEFAULT NULL,
+	timeout interval DEFAULT '60 seconds', collection text DEFAULT NULL) RETURNS boolean
+	AS 'MODULE_PATHNAME', 'chroma_flush' LANGUAGE C VOLATILE;
+
+CREATE FUNCTION chroma_resync(source regclass, collection text DEFAULT NULL) RETURNS bigint
+	AS 'MODULE_PATHNAME', 'chroma_resync' LANGUAGE C VOLATILE;
+
+CREATE FUNCTION chroma_verify(source regclass, collection text DEFAULT NULL)
+	RETURNS TABLE (rows bigint, missing bigint, extra bigint, different bigint)
+	AS 'MODULE_PATHNAME', 'chroma_verify' LANGUAGE C VOLATILE;
+
+CREATE FUNCTION chroma_retry_failed(source regclass DEFAULT NULL, collection text DEFAULT NULL)
+	RETURNS bigint
+	AS 'MODULE_PATHNAME', 'chroma_retry_failed' LANGUAGE C VOLATILE;
+
+REVOKE EXECUTE ON FUNCTION
+	chroma_mirror(regclass, text, name, name, name, name[], boolean),
+	chroma_unmirror(regclass, boolean, text),
+	chroma_pause(regclass, text), chroma_resume(regclass, text),
+	chroma_flush(regclass, interval, text), chroma_resync(regclass, text),
+	chroma_verify(regclass, text), chroma_retry_failed(regclass, text)
+FROM PUBLIC;

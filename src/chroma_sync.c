@@ -5,13 +5,19 @@
 
 #include <sys/stat.h>
 
+#include "commands/dbcommands.h"
 #include "fmgr.h"
 #include "miscadmin.h"
 #include "storage/fd.h"
+#include "tcop/utility.h"
 #include "utils/guc.h"
 #include "utils/memutils.h"
 
 #include "chroma_sync.h"
+#include "shared.h"
+#include "sync.h"
+#include "trigger.h"
+#include "worker.h"
 
 PG_MODULE_MAGIC;
 
@@ -214,11 +220,55 @@ define_settings(void)
 							 "How embeddings are sent: auto (base64 when the server supports it), base64 or json.",
 							 NULL, &chroma_embedding_encoding, CHROMA_ENCODING_AUTO,
 							 encoding_options, PGC_USERSET, 0, NULL, NULL, NULL);
+	DefineCustomStringVariable("chroma_sync.worker_databases",
+							   "Databases that get a sync worker: * (every database with a mirror), a comma-separated list, or empty for none.",
+							   NULL, &chroma_worker_databases, "*",
+							   PGC_SIGHUP, 0, NULL, NULL, NULL);
+	DefineCustomIntVariable("chroma_sync.retry_max_delay",
+							"Longest wait between retries while Chroma is unavailable.",
+							NULL, &chroma_retry_max_delay_ms, 60000, 100, 3600000,
+							PGC_SIGHUP, GUC_UNIT_MS, NULL, NULL, NULL);
+	DefineCustomIntVariable("chroma_sync.test_stall",
+							"Testing only: the worker waits this long between reading a batch and sending it.",
+							NULL, &chroma_test_stall_ms, 0, 0, 600000,
+							PGC_SIGHUP, GUC_UNIT_MS | GUC_NOT_IN_SAMPLE, NULL, NULL, NULL);
 	MarkGUCPrefixReserved("chroma_sync");
+}
+
+static ProcessUtility_hook_type prev_process_utility = NULL;
+
+/* DROP DATABASE must not wait on our worker: stop it first. */
+static void
+chroma_process_utility(PlannedStmt *pstmt, const char *queryString, bool readOnlyTree,
+					   ProcessUtilityContext context, ParamListInfo params,
+					   QueryEnvironment *queryEnv, DestReceiver *dest, QueryCompletion *qc)
+{
+	if (IsA(pstmt->utilityStmt, DropdbStmt))
+	{
+		DropdbStmt *stmt = (DropdbStmt *) pstmt->utilityStmt;
+		Oid			dboid = get_database_oid(stmt->dbname, true);
+
+		if (OidIsValid(dboid))
+			chroma_stop_worker_for_drop(dboid);
+	}
+	if (prev_process_utility)
+		prev_process_utility(pstmt, queryString, readOnlyTree, context, params,
+							 queryEnv, dest, qc);
+	else
+		standard_ProcessUtility(pstmt, queryString, readOnlyTree, context, params,
+								queryEnv, dest, qc);
 }
 
 void
 _PG_init(void)
 {
 	define_settings();
+	chroma_trigger_init();
+	prev_process_utility = ProcessUtility_hook;
+	ProcessUtility_hook = chroma_process_utility;
+	if (process_shared_preload_libraries_in_progress)
+	{
+		chroma_shmem_install_hooks();
+		chroma_register_launcher();
+	}
 }

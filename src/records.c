@@ -14,6 +14,7 @@
 #include "utils/jsonb.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
+#include "utils/portal.h"
 
 #include "chroma_api.h"
 #include "chroma_sync.h"
@@ -410,6 +411,8 @@ chroma_upsert_query(PG_FUNCTION_ARGS)
 				 errmsg("query does not return rows"),
 				 errhint("Pass a SELECT (or another statement that returns rows).")));
 	portal = SPI_cursor_open(NULL, plan, NULL, NULL, true);
+	/* Check the columns before the first fetch, so a query with no rows is checked too. */
+	find_query_columns(portal->tupDesc, &qc);
 
 	for (;;)
 	{
@@ -421,8 +424,6 @@ chroma_upsert_query(PG_FUNCTION_ARGS)
 		nrows = SPI_processed;
 		if (nrows == 0)
 			break;
-		if (pos == 1)
-			find_query_columns(SPI_tuptable->tupdesc, &qc);
 
 		/* records of the batch in flight live in the other context */
 		MemoryContextReset(batch_ctx[cur]);

@@ -1,0 +1,701 @@
+/*
+ * mirror.c — SQL functions that manage mirrors: chroma_mirror, chroma_unmirror,
+ * chroma_pause, chroma_resume, chroma_flush, chroma_resync, chroma_retry_failed.
+ * (chroma_verify lives in verify.c.)
+ *
+ * Internal tables are read and written with the extension owner's rights after the
+ * caller's own rights were checked (ownership of the table for anything that changes
+ * a mirror).
+ */
+#include "postgres.h"
+
+#include "access/genam.h"
+#include "access/relation.h"
+#include "access/xact.h"
+#include "catalog/index.h"
+#include "catalog/pg_class.h"
+#include "catalog/pg_index.h"
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "fmgr.h"
+#include "miscadmin.h"
+#include "parser/parse_coerce.h"
+#include "pgstat.h"
+#include "storage/lmgr.h"
+#include "utils/acl.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/rel.h"
+#include "utils/snapmgr.h"
+#include "utils/timestamp.h"
+#include "utils/uuid.h"
+
+#include "chroma_api.h"
+#include "mirror_config.h"
+#include "shared.h"
+#include "trigger.h"
+
+PG_FUNCTION_INFO_V1(chroma_mirror);
+PG_FUNCTION_INFO_V1(chroma_unmirror);
+PG_FUNCTION_INFO_V1(chroma_pause);
+PG_FUNCTION_INFO_V1(chroma_resume);
+PG_FUNCTION_INFO_V1(chroma_flush);
+PG_FUNCTION_INFO_V1(chroma_resync);
+PG_FUNCTION_INFO_V1(chroma_retry_failed);
+
+/* Collections to drop when the transaction that unmirrored them commits. */
+static List *drop_at_commit = NIL;
+static bool drop_callback_registered = false;
+
+typedef struct SavedUser
+{
+	Oid			userid;
+	int			sec;
+} SavedUser;
+
+/* Errors restore the user at abort; callers restore it on success. */
+static void
+become_extension_owner(SavedUser *s)
+{
+	GetUserIdAndSecContext(&s->userid, &s->sec);
+	SetUserIdAndSecContext(chroma_extension_owner(), s->sec | SECURITY_LOCAL_USERID_CHANGE);
+}
+
+static void
+restore_user(SavedUser *s)
+{
+	SetUserIdAndSecContext(s->userid, s->sec);
+}
+
+static void
+spi_exec(const char *sql, int nargs, Oid *types, Datum *values, int expect)
+{
+	int			rc = SPI_execute_with_args(sql, nargs, types, values, NULL, false, 0);
+
+	if (rc != expect)
+		elog(ERROR, "chroma_sync internal statement failed (%s): %s",
+			 SPI_result_code_string(rc), sql);
+}
+
+static char *
+qualified_name(Oid relid)
+{
+	return quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
+									  get_rel_name(relid));
+}
+
+static void
+check_owner(Oid relid, Oid role)
+{
+	if (!pg_class_ownercheck(relid, role))
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("must be owner of table %s", get_rel_name(relid))));
+}
+
+static char *
+optional_text(FunctionCallInfo fcinfo, int arg)
+{
+	return PG_ARGISNULL(arg) ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(arg));
+}
+
+static AttrNumber
+column_attnum(Oid relid, const char *name, const char *what)
+{
+	AttrNumber	a = get_attnum(relid, name);
+
+	if (a == InvalidAttrNumber)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_COLUMN),
+				 errmsg("%s column \"%s\" does not exist in table %s",
+						what, name, get_rel_name(relid))));
+	if (a < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_COLUMN_REFERENCE),
+				 errmsg("%s column \"%s\" is a system column", what, name)));
+	return a;
+}
+
+/* The id column: the given one (which must be unique) or the single-column primary key. */
+static AttrNumber
+choose_id_column(Relation rel, const char *id_column)
+{
+	List	   *indexes = RelationGetIndexList(rel);
+	ListCell   *lc;
+	AttrNumber	want = id_column ? column_attnum(RelationGetRelid(rel), id_column, "id") : 0;
+
+	foreach(lc, indexes)
+	{
+		Relation	idx = index_open(lfirst_oid(lc), AccessShareLock);
+		Form_pg_index ind = idx->rd_index;
+		bool		fits;
+
+		if (id_column == NULL)
+			fits = ind->indisprimary;
+		else
+			fits = ind->indisunique && ind->indimmediate &&
+				heap_attisnull(idx->rd_indextuple, Anum_pg_index_indpred, NULL);
+		if (fits && id_column == NULL && ind->indnkeyatts != 1)
+		{
+			index_close(idx, AccessShareLock);
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("the primary key of table %s has %d columns",
+							RelationGetRelationName(rel), ind->indnkeyatts),
+					 errhint("Pass id_column naming a column with a unique index.")));
+		}
+		if (fits && ind->indnkeyatts == 1 &&
+			(id_column == NULL || ind->indkey.values[0] == want))
+		{
+			AttrNumber	a = ind->indkey.values[0];
+
+			index_close(idx, AccessShareLock);
+			if (a == 0)
+				continue;		/* an expression index */
+			return a;
+		}
+		index_close(idx, AccessShareLock);
+	}
+	if (id_column == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_TABLE_DEFINITION),
+				 errmsg("table %s has no primary key", RelationGetRelationName(rel)),
+				 errhint("Add a primary key, or pass id_column naming a column with a unique index.")));
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_COLUMN_REFERENCE),
+			 errmsg("id column \"%s\" of table %s has no unique index of its own",
+					id_column, RelationGetRelationName(rel)),
+			 errdetail("Chroma ids must be unique: the mirror needs a unique, non-partial index on exactly this column.")));
+	return 0;					/* keep compiler quiet */
+}
+
+/* The table's name as the collection's: explain what to do when Chroma would refuse it. */
+static void
+check_default_collection_name(const char *relname)
+{
+	PG_TRY();
+	{
+		chroma_check_collection_name(relname);
+	}
+	PG_CATCH();
+	{
+		FlushErrorState();
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_NAME),
+				 errmsg("table name \"%s\" is not a valid Chroma collection name", relname),
+				 errhint("Pass collection => 'a_valid_name'.")));
+	}
+	PG_END_TRY();
+}
+
+Datum
+chroma_mirror(PG_FUNCTION_ARGS)
+{
+	Oid			relid;
+	Relation	rel;
+	char	   *relname;
+	char	   *collection;
+	char	   *id_column = PG_ARGISNULL(2) ? NULL : NameStr(*PG_GETARG_NAME(2));
+	char	   *embedding_column = PG_ARGISNULL(3) ? NULL : NameStr(*PG_GETARG_NAME(3));
+	char	   *document_column = PG_ARGISNULL(4) ? NULL : NameStr(*PG_GETARG_NAME(4));
+	bool		backfill = PG_ARGISNULL(6) ? true : PG_GETARG_BOOL(6);
+	AttrNumber	id_att;
+	AttrNumber	emb_att;
+	AttrNumber	doc_att = 0;
+	Datum	   *meta_atts = NULL;
+	int			nmeta = 0;
+	ChromaCollection coll;
+	SavedUser	su;
+	int			mirror_id;
+	char	   *qname;
+
+	if (PG_ARGISNULL(0))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("source must not be null")));
+	if (embedding_column == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("embedding_column must not be null")));
+	relid = PG_GETARG_OID(0);
+	if (!OidIsValid(get_rel_name(relid) ? relid : InvalidOid))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("relation with OID %u does not exist", relid)));
+	if (RecoveryInProgress())
+		ereport(ERROR,
+				(errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
+				 errmsg("cannot create a mirror during recovery")));
+
+	rel = relation_open(relid, ShareRowExclusiveLock);
+	relname = pstrdup(RelationGetRelationName(rel));
+	if (rel->rd_rel->relkind == RELKIND_PARTITIONED_TABLE)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("cannot mirror partitioned table %s", relname),
+				 errhint("Mirror each partition into its own collection.")));
+	if (rel->rd_rel->relkind != RELKIND_RELATION)
+		ereport(ERROR,
+				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+				 errmsg("cannot mirror %s: it is not a table", relname)));
+	check_owner(relid, GetUserId());
+
+	collection = PG_ARGISNULL(1) ? relname : text_to_cstring(PG_GETARG_TEXT_PP(1));
+	if (PG_ARGISNULL(1))
+		check_default_collection_name(relname);
+	else
+		chroma_check_collection_name(collection);
+
+	id_att = choose_id_column(rel, id_column);
+	emb_att = column_attnum(relid, embedding_column, "embedding");
+	{
+		Oid			t = get_atttype(relid, emb_att);
+
+		Oid			target = FLOAT4ARRAYOID;
+
+		if (t != target && !can_coerce_type(1, &t, &target, COERCION_EXPLICIT))
+			ereport(ERROR,
+					(errcode(ERRCODE_DATATYPE_MISMATCH),
+					 errmsg("embedding column \"%s\" is of type %s, which cannot be cast to real[]",
+							embedding_column, format_type_be(t))));
+	}
+	if (document_column)
+		doc_att = column_attnum(relid, document_column, "document");
+	if (!PG_ARGISNULL(5))
+	{
+		ArrayType  *a = PG_GETARG_ARRAYTYPE_P(5);
+		Datum	   *names;
+		bool	   *nulls;
+
+		deconstruct_array(a, NAMEOID, NAMEDATALEN, false, TYPALIGN_CHAR, &names, &nulls, &nmeta);
+		meta_atts = palloc_array(Datum, Max(nmeta, 1));
+		for (int i = 0; i < nmeta; i++)
+		{
+			if (nulls[i])
+				ereport(ERROR,
+						(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+						 errmsg("metadata_columns must not contain null")));
+			meta_atts[i] = Int16GetDatum(column_attnum(relid, NameStr(*DatumGetName(names[i])), "metadata"));
+			for (int j = 0; j < i; j++)
+				if (meta_atts[j] == meta_atts[i])
+					ereport(ERROR,
+							(errcode(ERRCODE_DUPLICATE_COLUMN),
+							 errmsg("metadata column \"%s\" is listed twice",
+									NameStr(*DatumGetName(names[i])))));
+		}
+	}
+	qname = qualified_name(relid);
+	relation_close(rel, NoLock);
+
+	become_extension_owner(&su);
+	SPI_connect();
+	{
+		Oid			types[2] = {OIDOID, TEXTOID};
+		Datum		values[2] = {ObjectIdGetDatum(relid), CStringGetTextDatum(collection)};
+
+		spi_exec("SELECT 1 FROM chroma_sync.mirror WHERE source = $1::oid AND collection = $2",
+				 2, types, values, SPI_OK_SELECT);
+		if (SPI_processed > 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_DUPLICATE_OBJECT),
+					 errmsg("table %s is already mirrored into collection \"%s\"",
+							relname, collection)));
+	}
+
+	/* The collection (network): created if missing, its dimension fixes the mirror's. */
+	chroma_api_create_collection(collection, NULL, NULL, true, &coll);
+
+	{
+		Oid			types[12] = {OIDOID, TEXTOID, TEXTOID, INT2ARRAYOID, INT2OID, INT2OID,
+		INT2ARRAYOID, OIDOID, INT4OID, BOOLOID, TEXTOID, OIDOID};
+		Datum		values[12];
+		char		nulls[12];
+		Datum		idarr[1] = {Int16GetDatum(id_att)};
+		bool		isnull;
+
+		memset(nulls, ' ', sizeof(nulls));
+		values[0] = ObjectIdGetDatum(relid);
+		values[1] = CStringGetTextDatum(collection);
+		values[2] = CStringGetTextDatum(coll.id);
+		values[3] = PointerGetDatum(construct_array(idarr, 1, INT2OID, 2, true, TYPALIGN_SHORT));
+		values[4] = Int16GetDatum(emb_att);
+		values[5] = Int16GetDatum(doc_att);
+		if (doc_att == 0)
+			nulls[5] = 'n';
+		values[6] = PointerGetDatum(construct_array(meta_atts, nmeta, INT2OID, 2, true, TYPALIGN_SHORT));
+		values[7] = ObjectIdGetDatum(su.userid);	/* the worker reads with the creator's rights */
+		values[8] = Int32GetDatum(coll.dimension);
+		if (coll.dimension == 0)
+			nulls[8] = 'n';
+		values[9] = BoolGetDatum(backfill);
+		values[10] = CStringGetTextDatum(mirror_system_identifier());
+		values[11] = ObjectIdGetDatum(MyDatabaseId);
+		if (SPI_execute_with_args("INSERT INTO chroma_sync.mirror (source, collection, collection_id, "
+								  "id_columns, embedding_column, document_column, metadata_columns, "
+								  "owner, dimension, backfill_done, reconcile, system_identifier, "
+								  "database_oid) VALUES ($1::oid::regclass, $2, $3::uuid, $4, $5, $6, "
+								  "$7, $8, $9, NOT $10, $10, $11, $12) RETURNING mirror_id",
+								  12, types, values, nulls, false, 1) != SPI_OK_INSERT_RETURNING)
+			elog(ERROR, "could not record the mirror");
+		mirror_id = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0],
+												SPI_tuptable->tupdesc, 1, &isnull));
+	}
+
+	/* Triggers fire also for logical replication apply: ENABLE ALWAYS. */
+	spi_exec(psprintf("CREATE TRIGGER chroma_sync_%d AFTER INSERT OR UPDATE OR DELETE ON %s "
+					  "FOR EACH ROW EXECUTE FUNCTION chroma_sync.capture('%d')",
+					  mirror_id, qname, mirror_id), 0, NULL, NULL, SPI_OK_UTILITY);
+	spi_exec(psprintf("CREATE TRIGGER chroma_sync_%d_truncate AFTER TRUNCATE ON %s "
+					  "FOR EACH STATEMENT EXECUTE FUNCTION chroma_sync.capture('%d')",
+					  mirror_id, qname, mirror_id), 0, NULL, NULL, SPI_OK_UTILITY);
+	spi_exec(psprintf("ALTER TABLE %s ENABLE ALWAYS TRIGGER chroma_sync_%d, "
+					  "ENABLE ALWAYS TRIGGER chroma_sync_%d_truncate",
+					  qname, mirror_id, mirror_id), 0, NULL, NULL, SPI_OK_UTILITY);
+	SPI_finish();
+	restore_user(&su);
+
+	chroma_bump_config();
+	chroma_wake_at_commit();
+	PG_RETURN_DATUM(DirectFunctionCall1(uuid_in, CStringGetDatum(coll.id)));
+}
+
+/* The transaction has committed: failures can only be reported. */
+static void
+drop_one_collection(const char *name)
+{
+	MemoryContext ctx = CurrentMemoryContext;
+
+	PG_TRY();
+	{
+		chroma_api_delete_collection(name, true);
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(ctx);
+		edata = CopyErrorData();
+		FlushErrorState();
+		ereport(WARNING,
+				(errcode(edata->sqlerrcode),
+				 errmsg("could not drop Chroma collection \"%s\": %s", name, edata->message)));
+	}
+	PG_END_TRY();
+}
+
+static void
+drop_collections_at_commit(XactEvent event, void *arg)
+{
+	List	   *names;
+	ListCell   *lc;
+
+	if (event == XACT_EVENT_ABORT || event == XACT_EVENT_PARALLEL_ABORT)
+	{
+		drop_at_commit = NIL;
+		return;
+	}
+	if (event != XACT_EVENT_COMMIT || drop_at_commit == NIL)
+		return;
+	names = drop_at_commit;
+	drop_at_commit = NIL;
+	foreach(lc, names)
+		drop_one_collection((char *) lfirst(lc));
+}
+
+/* Waits until no worker has a batch of this mirror in flight. */
+static void
+wait_for_inflight(int mirror_id)
+{
+	for (int i = 0; i < 600; i++)
+	{
+		bool		busy = false;
+
+		LWLockAcquire(chroma_shared->lock, LW_SHARED);
+		for (int s = 0; s < CHROMA_MAX_DATABASES; s++)
+			if (chroma_shared->slots[s].dboid == MyDatabaseId &&
+				chroma_shared->slots[s].busy_mirror == mirror_id)
+				busy = true;
+		LWLockRelease(chroma_shared->lock);
+		if (!busy)
+			return;
+		ConditionVariableTimedSleep(&chroma_shared->progress_cv, 100, PG_WAIT_EXTENSION);
+	}
+	ConditionVariableCancelSleep();
+}
+
+Datum
+chroma_unmirror(PG_FUNCTION_ARGS)
+{
+	Oid			relid;
+	bool		drop_collection = PG_ARGISNULL(1) ? false : PG_GETARG_BOOL(1);
+	MirrorConfig *m;
+	SavedUser	su;
+	Oid			types[1] = {INT4OID};
+	Datum		values[1];
+
+	if (PG_ARGISNULL(0))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("source must not be null")));
+	relid = PG_GETARG_OID(0);
+	check_owner(relid, GetUserId());
+
+	become_extension_owner(&su);
+	m = mirror_lookup(relid, optional_text(fcinfo, 2));
+	values[0] = Int32GetDatum(m->mirror_id);
+	SPI_connect();
+	/* Lock the mirror row first: the worker reads it before each batch. */
+	spi_exec("SELECT 1 FROM chroma_sync.mirror WHERE mirror_id = $1 FOR UPDATE",
+			 1, types, values, SPI_OK_SELECT);
+	spi_exec(psprintf("DROP TRIGGER IF EXISTS chroma_sync_%d ON %s",
+					  m->mirror_id, qualified_name(relid)), 0, NULL, NULL, SPI_OK_UTILITY);
+	spi_exec(psprintf("DROP TRIGGER IF EXISTS chroma_sync_%d_truncate ON %s",
+					  m->mirror_id, qualified_name(relid)), 0, NULL, NULL, SPI_OK_UTILITY);
+	spi_exec("DELETE FROM chroma_sync.queue WHERE mirror_id = $1", 1, types, values, SPI_OK_DELETE);
+	spi_exec("DELETE FROM chroma_sync.failed WHERE mirror_id = $1", 1, types, values, SPI_OK_DELETE);
+	spi_exec("DELETE FROM chroma_sync.mirror WHERE mirror_id = $1", 1, types, values, SPI_OK_DELETE);
+	SPI_finish();
+	restore_user(&su);
+
+	wait_for_inflight(m->mirror_id);
+	chroma_bump_config();
+
+	if (drop_collection)
+	{
+		MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
+
+		if (!drop_callback_registered)
+		{
+			RegisterXactCallback(drop_collections_at_commit, NULL);
+			drop_callback_registered = true;
+		}
+		drop_at_commit = lappend(drop_at_commit, pstrdup(m->collection));
+		MemoryContextSwitchTo(old);
+	}
+	PG_RETURN_VOID();
+}
+
+static void
+set_paused(FunctionCallInfo fcinfo, bool paused)
+{
+	Oid			relid;
+	MirrorConfig *m;
+	SavedUser	su;
+	Oid			types[2] = {INT4OID, BOOLOID};
+	Datum		values[2];
+
+	if (PG_ARGISNULL(0))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("source must not be null")));
+	relid = PG_GETARG_OID(0);
+	check_owner(relid, GetUserId());
+	become_extension_owner(&su);
+	m = mirror_lookup(relid, optional_text(fcinfo, 1));
+	values[0] = Int32GetDatum(m->mirror_id);
+	values[1] = BoolGetDatum(paused);
+	SPI_connect();
+	if (paused)
+		spi_exec("UPDATE chroma_sync.mirror SET paused = true, "
+				 "paused_reason = 'paused by chroma_pause()' WHERE mirror_id = $1 AND $2",
+				 2, types, values, SPI_OK_UPDATE);
+	else
+		spi_exec("UPDATE chroma_sync.mirror SET paused = false, paused_reason = NULL, "
+				 "in_error = false, last_error = NULL, last_error_at = NULL "
+				 "WHERE mirror_id = $1 AND NOT $2",
+				 2, types, values, SPI_OK_UPDATE);
+	SPI_finish();
+	restore_user(&su);
+	chroma_bump_config();
+	chroma_wake_at_commit();
+}
+
+Datum
+chroma_pause(PG_FUNCTION_ARGS)
+{
+	set_paused(fcinfo, true);
+	PG_RETURN_VOID();
+}
+
+Datum
+chroma_resume(PG_FUNCTION_ARGS)
+{
+	set_paused(fcinfo, false);
+	PG_RETURN_VOID();
+}
+
+/* Mirror ids chosen by (source, collection); all mirrors when source is NULL. */
+static ArrayType *
+chosen_mirrors(FunctionCallInfo fcinfo, int src_arg, int coll_arg, Oid must_own, int *n)
+{
+	Datum	   *ids;
+
+	if (PG_ARGISNULL(src_arg))
+	{
+		List	   *all = mirror_load_all();
+		ListCell   *lc;
+		int			k = 0;
+
+		ids = palloc_array(Datum, Max(list_length(all), 1));
+		foreach(lc, all)
+		{
+			MirrorConfig *m = (MirrorConfig *) lfirst(lc);
+
+			if (OidIsValid(must_own) && !pg_class_ownercheck(m->relid, must_own))
+				continue;
+			ids[k++] = Int32GetDatum(m->mirror_id);
+		}
+		*n = k;
+	}
+	else
+	{
+		Oid			relid = PG_GETARG_OID(src_arg);
+		MirrorConfig *m;
+
+		if (OidIsValid(must_own))
+			check_owner(relid, must_own);
+		m = mirror_lookup(relid, optional_text(fcinfo, coll_arg));
+		ids = palloc_array(Datum, 1);
+		ids[0] = Int32GetDatum(m->mirror_id);
+		*n = 1;
+	}
+	return construct_array(ids, *n, INT4OID, 4, true, TYPALIGN_INT);
+}
+
+Datum
+chroma_flush(PG_FUNCTION_ARGS)
+{
+	ArrayType  *ids;
+	int			n;
+	SavedUser	su;
+	Interval   *timeout = PG_ARGISNULL(1) ? NULL : PG_GETARG_INTERVAL_P(1);
+	int64		timeout_ms = 60000;
+	TimestampTz deadline;
+	int64		target;
+	bool		done = false;
+	Oid			types[2] = {INT4ARRAYOID, INT8OID};
+	Datum		values[2];
+	bool		isnull;
+
+	if (IsolationUsesXactSnapshot())
+		ereport(ERROR,
+				(errcode(ERRCODE_ACTIVE_SQL_TRANSACTION),
+				 errmsg("chroma_flush() requires the READ COMMITTED isolation level"),
+				 errdetail("It must see changes committed while it waits.")));
+	if (timeout)
+		timeout_ms = (int64) (timeout->time / 1000) +
+			(int64) (timeout->day) * 86400000 + (int64) timeout->month * 30 * 86400000;
+	if (timeout_ms < 0)
+		timeout_ms = 0;
+
+	become_extension_owner(&su);
+	ids = chosen_mirrors(fcinfo, 0, 2, InvalidOid, &n);
+	for (int i = 0; i < n; i++)
+	{
+		if (chroma_xact_wrote_mirror(((int32 *) ARR_DATA_PTR(ids))[i]))
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_TRANSACTION_STATE),
+					 errmsg("chroma_flush() cannot wait for changes of its own transaction"),
+					 errhint("Commit the transaction that changed the table, then call chroma_flush().")));
+	}
+	values[0] = PointerGetDatum(ids);
+	SPI_connect();
+	spi_exec("SELECT COALESCE(pg_catalog.max(qid), 0) FROM chroma_sync.queue "
+			 "WHERE mirror_id = ANY ($1)", 1, types, values, SPI_OK_SELECT);
+	target = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	values[1] = Int64GetDatum(target);
+
+	chroma_wake_worker(MyDatabaseId);
+	deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), timeout_ms);
+	ConditionVariablePrepareToSleep(&chroma_shared->progress_cv);
+	for (;;)
+	{
+		long		left;
+
+		spi_exec("SELECT NOT EXISTS (SELECT 1 FROM chroma_sync.queue WHERE mirror_id = ANY ($1) "
+				 "AND qid <= $2) AND NOT EXISTS (SELECT 1 FROM chroma_sync.mirror "
+				 "WHERE mirror_id = ANY ($1) AND NOT backfill_done)",
+				 2, types, values, SPI_OK_SELECT);
+		done = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+		SPI_freetuptable(SPI_tuptable);
+		if (done)
+			break;
+		left = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), deadline);
+		if (left <= 0)
+			break;
+		/* progress is announced on the condition variable; recheck at least every second */
+		ConditionVariableTimedSleep(&chroma_shared->progress_cv, Min(left, 1000),
+									PG_WAIT_EXTENSION);
+	}
+	ConditionVariableCancelSleep();
+	SPI_finish();
+	restore_user(&su);
+	PG_RETURN_BOOL(done);
+}
+
+Datum
+chroma_resync(PG_FUNCTION_ARGS)
+{
+	Oid			relid;
+	MirrorConfig *m;
+	SavedUser	su;
+	int64		rows;
+	char	   *emb;
+	bool		isnull;
+
+	if (PG_ARGISNULL(0))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("source must not be null")));
+	relid = PG_GETARG_OID(0);
+	check_owner(relid, GetUserId());
+	become_extension_owner(&su);
+	m = mirror_lookup(relid, optional_text(fcinfo, 1));
+	restore_user(&su);
+
+	emb = get_attname(relid, m->embedding_attnum, false);
+	SPI_connect();
+	spi_exec(psprintf("SELECT pg_catalog.count(*) FROM %s WHERE %s IS NOT NULL",
+					  qualified_name(relid), quote_identifier(emb)), 0, NULL, NULL, SPI_OK_SELECT);
+	rows = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	become_extension_owner(&su);
+	{
+		Oid			types[2] = {INT4OID, INT8OID};
+		Datum		values[2] = {Int32GetDatum(m->mirror_id), Int64GetDatum(rows)};
+
+		spi_exec("UPDATE chroma_sync.mirror SET backfill_done = false, backfill_after = NULL, "
+				 "backfill_sent = 0, backfill_total = $2, reconcile = true WHERE mirror_id = $1",
+				 2, types, values, SPI_OK_UPDATE);
+	}
+	SPI_finish();
+	restore_user(&su);
+	chroma_bump_config();
+	chroma_wake_at_commit();
+	PG_RETURN_INT64(rows);
+}
+
+Datum
+chroma_retry_failed(PG_FUNCTION_ARGS)
+{
+	ArrayType  *ids;
+	int			n;
+	SavedUser	su;
+	int64		count;
+	Oid			types[1] = {INT4ARRAYOID};
+	Datum		values[1];
+
+	become_extension_owner(&su);
+	ids = chosen_mirrors(fcinfo, 0, 1, su.userid, &n);
+	values[0] = PointerGetDatum(ids);
+	SPI_connect();
+	spi_exec("WITH f AS (DELETE FROM chroma_sync.failed WHERE mirror_id = ANY ($1) "
+			 "RETURNING mirror_id, id) "
+			 "INSERT INTO chroma_sync.queue (mirror_id, key) SELECT mirror_id, id FROM f",
+			 1, types, values, SPI_OK_INSERT);
+	count = (int64) SPI_processed;
+	SPI_finish();
+	restore_user(&su);
+	chroma_wake_at_commit();
+	PG_RETURN_INT64(count);
+}

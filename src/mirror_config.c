@@ -1,0 +1,238 @@
+/*
+ * mirror_config.c — a mirror's configuration (chroma_sync.mirror) and the SQL that
+ * reads its rows. Columns are kept by attnum, so renames do not break a mirror; the
+ * SQL is generated from the current names, always quoted.
+ */
+#include "postgres.h"
+
+#include "access/xlog.h"
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "lib/stringinfo.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+#include "utils/uuid.h"
+
+#include "mirror_config.h"
+
+#define MIRROR_COLUMNS \
+	"mirror_id, source::oid, collection, collection_id::text, id_columns, " \
+	"embedding_column, document_column, metadata_columns, owner, dimension, " \
+	"metadata_keys, paused, backfill_done, backfill_after, reconcile, " \
+	"system_identifier, database_oid"
+
+static AttrNumber *
+int2_array(Datum d, int *n)
+{
+	ArrayType  *a = DatumGetArrayTypeP(d);
+	Datum	   *elems;
+	bool	   *nulls;
+	AttrNumber *r;
+
+	deconstruct_array(a, INT2OID, 2, true, TYPALIGN_SHORT, &elems, &nulls, n);
+	r = palloc0_array(AttrNumber, Max(*n, 1));
+	for (int i = 0; i < *n; i++)
+		r[i] = DatumGetInt16(elems[i]);
+	return r;
+}
+
+static MirrorConfig *
+config_from_tuple(HeapTuple tup, TupleDesc td)
+{
+	MirrorConfig *m = palloc0_object(MirrorConfig);
+	bool		isnull;
+	Datum		d;
+	int			n;
+	AttrNumber *keys;
+
+	m->mirror_id = DatumGetInt32(SPI_getbinval(tup, td, 1, &isnull));
+	m->relid = DatumGetObjectId(SPI_getbinval(tup, td, 2, &isnull));
+	m->collection = SPI_getvalue(tup, td, 3);
+	m->collection_id = SPI_getvalue(tup, td, 4);
+	keys = int2_array(SPI_getbinval(tup, td, 5, &isnull), &n);
+	m->key_attnum = keys[0];
+	m->embedding_attnum = DatumGetInt16(SPI_getbinval(tup, td, 6, &isnull));
+	d = SPI_getbinval(tup, td, 7, &isnull);
+	m->document_attnum = isnull ? 0 : DatumGetInt16(d);
+	m->meta_attnums = int2_array(SPI_getbinval(tup, td, 8, &isnull), &m->nmeta);
+	m->owner = DatumGetObjectId(SPI_getbinval(tup, td, 9, &isnull));
+	d = SPI_getbinval(tup, td, 10, &isnull);
+	m->dimension = isnull ? 0 : DatumGetInt32(d);
+	{
+		ArrayType  *a = DatumGetArrayTypeP(SPI_getbinval(tup, td, 11, &isnull));
+		Datum	   *elems;
+		bool	   *nulls;
+
+		deconstruct_array(a, TEXTOID, -1, false, TYPALIGN_INT, &elems, &nulls, &m->nknown);
+		m->known_keys = palloc0_array(char *, Max(m->nknown, 1));
+		for (int i = 0; i < m->nknown; i++)
+			m->known_keys[i] = TextDatumGetCString(elems[i]);
+	}
+	m->paused = DatumGetBool(SPI_getbinval(tup, td, 12, &isnull));
+	m->backfill_done = DatumGetBool(SPI_getbinval(tup, td, 13, &isnull));
+	m->backfill_after = SPI_getvalue(tup, td, 14);
+	m->reconcile = DatumGetBool(SPI_getbinval(tup, td, 15, &isnull));
+	m->system_identifier = SPI_getvalue(tup, td, 16);
+	m->database_oid = DatumGetObjectId(SPI_getbinval(tup, td, 17, &isnull));
+	m->key_type = get_atttype(m->relid, m->key_attnum);
+	return m;
+}
+
+static List *
+load_where(const char *where, int nargs, Oid *types, Datum *values)
+{
+	List	   *result = NIL;
+	MemoryContext caller = CurrentMemoryContext;
+	char	   *sql = psprintf("SELECT " MIRROR_COLUMNS " FROM chroma_sync.mirror %s ORDER BY mirror_id",
+						   where);
+
+	SPI_connect();
+	if (SPI_execute_with_args(sql, nargs, types, values, NULL, true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not read chroma_sync.mirror");
+	for (uint64 i = 0; i < SPI_processed; i++)
+	{
+		MemoryContext old = MemoryContextSwitchTo(caller);
+
+		result = lappend(result, config_from_tuple(SPI_tuptable->vals[i], SPI_tuptable->tupdesc));
+		MemoryContextSwitchTo(old);
+	}
+	SPI_finish();
+	return result;
+}
+
+List *
+mirror_load_all(void)
+{
+	return load_where("", 0, NULL, NULL);
+}
+
+MirrorConfig *
+mirror_load(int mirror_id)
+{
+	Oid			types[1] = {INT4OID};
+	Datum		values[1] = {Int32GetDatum(mirror_id)};
+	List	   *l = load_where("WHERE mirror_id = $1", 1, types, values);
+
+	return l ? (MirrorConfig *) linitial(l) : NULL;
+}
+
+MirrorConfig *
+mirror_lookup(Oid relid, const char *collection)
+{
+	Oid			types[2] = {OIDOID, TEXTOID};
+	Datum		values[2];
+	List	   *l;
+
+	values[0] = ObjectIdGetDatum(relid);
+	if (collection)
+	{
+		values[1] = CStringGetTextDatum(collection);
+		l = load_where("WHERE source = $1::oid AND collection = $2", 2, types, values);
+	}
+	else
+		l = load_where("WHERE source = $1::oid", 1, types, values);
+
+	if (l == NIL)
+	{
+		if (collection)
+			ereport(ERROR,
+					(errcode(ERRCODE_UNDEFINED_OBJECT),
+					 errmsg("table %s has no mirror into collection \"%s\"",
+							get_rel_name(relid), collection)));
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("table %s is not mirrored", get_rel_name(relid)),
+				 errhint("Create a mirror with chroma_mirror().")));
+	}
+	if (list_length(l) > 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_AMBIGUOUS_PARAMETER),
+				 errmsg("table %s has %d mirrors", get_rel_name(relid), list_length(l)),
+				 errhint("Name the mirror's collection in the last argument.")));
+	return (MirrorConfig *) linitial(l);
+}
+
+static char *
+column_sql(Oid relid, AttrNumber attnum)
+{
+	char	   *name = get_attname(relid, attnum, true);
+
+	if (name == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_COLUMN),
+				 errmsg("column %d of table %s used by a mirror no longer exists",
+						attnum, get_rel_name(relid))));
+	return pstrdup(quote_identifier(name));
+}
+
+char *
+mirror_key_sql(MirrorConfig *m)
+{
+	return column_sql(m->relid, m->key_attnum);
+}
+
+char *
+mirror_key_type_sql(MirrorConfig *m)
+{
+	return format_type_be_qualified(m->key_type);
+}
+
+char *
+mirror_select_sql(MirrorConfig *m, const char *tail)
+{
+	StringInfoData s;
+	char	   *nsp = get_namespace_name(get_rel_namespace(m->relid));
+	char	   *rel = get_rel_name(m->relid);
+
+	if (nsp == NULL || rel == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("table of mirror %d no longer exists", m->mirror_id)));
+
+	initStringInfo(&s);
+	appendStringInfo(&s, "SELECT %s, (%s)::pg_catalog.float4[], ",
+					 mirror_key_sql(m), column_sql(m->relid, m->embedding_attnum));
+	if (m->document_attnum > 0)
+		appendStringInfo(&s, "(%s)::pg_catalog.text, ", column_sql(m->relid, m->document_attnum));
+	else
+		appendStringInfoString(&s, "NULL::pg_catalog.text, ");
+	if (m->nmeta == 0)
+		appendStringInfoString(&s, "NULL::pg_catalog.jsonb");
+	else
+	{
+		appendStringInfoString(&s, "pg_catalog.jsonb_strip_nulls('{}'::pg_catalog.jsonb");
+		for (int i = 0; i < m->nmeta; i++)
+		{
+			AttrNumber a = m->meta_attnums[i];
+			char	   *name = get_attname(m->relid, a, true);
+			char	   *col = column_sql(m->relid, a);
+
+			if (get_atttype(m->relid, a) == JSONBOID)
+				appendStringInfo(&s, " OPERATOR(pg_catalog.||) COALESCE(%s, '{}'::pg_catalog.jsonb)", col);
+			else
+				appendStringInfo(&s, " OPERATOR(pg_catalog.||) pg_catalog.jsonb_build_object(%s, %s)",
+								 quote_literal_cstr(name), col);
+		}
+		appendStringInfoChar(&s, ')');
+	}
+	appendStringInfo(&s, " FROM %s.%s %s",
+					 quote_identifier(nsp), quote_identifier(rel), tail ? tail : "");
+	return s.data;
+}
+
+char *
+mirror_key_text(Oid key_type, Datum value)
+{
+	Oid			outfn;
+	bool		isvarlena;
+
+	getTypeOutputInfo(key_type, &outfn, &isvarlena);
+	return OidOutputFunctionCall(outfn, value);
+}
+
+char *
+mirror_system_identifier(void)
+{
+	return psprintf(UINT64_FORMAT, GetSystemIdentifier());
+}

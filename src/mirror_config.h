@@ -1,0 +1,63 @@
+/*
+ * mirror_config.h — a mirror's configuration (chroma_sync.mirror) and the SQL that
+ * reads its rows.
+ */
+#ifndef CHROMA_SYNC_MIRROR_CONFIG_H
+#define CHROMA_SYNC_MIRROR_CONFIG_H
+
+#include "postgres.h"
+
+#include "access/attnum.h"
+#include "fmgr.h"
+#include "nodes/pg_list.h"
+
+typedef struct MirrorConfig
+{
+	int			mirror_id;
+	Oid			relid;
+	char	   *collection;
+	char	   *collection_id;	/* NULL until known */
+	AttrNumber	key_attnum;
+	Oid			key_type;
+	AttrNumber	embedding_attnum;
+	AttrNumber	document_attnum;	/* 0: none */
+	int			nmeta;
+	AttrNumber *meta_attnums;
+	Oid			owner;
+	int			dimension;		/* 0: not fixed yet */
+	int			nknown;
+	char	  **known_keys;		/* metadata keys ever sent */
+	bool		paused;
+	bool		backfill_done;
+	char	   *backfill_after; /* NULL: from the start */
+	bool		reconcile;
+	char	   *system_identifier;
+	Oid			database_oid;
+} MirrorConfig;
+
+/* Loads mirrors (in a transaction, SPI connected by the caller or not). */
+extern List *mirror_load_all(void);
+extern MirrorConfig *mirror_load(int mirror_id);
+
+/*
+ * The mirror of `source` (and `collection`, required when the table has several);
+ * raises a clear error when there is none or the choice is ambiguous.
+ */
+extern MirrorConfig *mirror_lookup(Oid relid, const char *collection);
+
+/*
+ * SELECT key, embedding::real[], document::text, metadata-jsonb FROM source ...
+ * `tail` is appended (WHERE/ORDER BY/LIMIT); $1.. are the caller's parameters.
+ */
+extern char *mirror_select_sql(MirrorConfig *m, const char *tail);
+/* The key column's quoted name and its type's name, for building tails. */
+extern char *mirror_key_sql(MirrorConfig *m);
+extern char *mirror_key_type_sql(MirrorConfig *m);
+
+/* Text form of a key value (the Chroma id): the type's output function. */
+extern char *mirror_key_text(Oid key_type, Datum value);
+
+/* This cluster's system identifier as text. */
+extern char *mirror_system_identifier(void);
+
+#endif							/* CHROMA_SYNC_MIRROR_CONFIG_H */

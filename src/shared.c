@@ -1,0 +1,123 @@
+/*
+ * shared.c — shared memory: one slot per database worker, the launcher, progress.
+ */
+#include "postgres.h"
+
+#include "miscadmin.h"
+#include "storage/ipc.h"
+#include "storage/shmem.h"
+
+#include "shared.h"
+
+ChromaShared *chroma_shared = NULL;
+
+static shmem_request_hook_type prev_shmem_request_hook = NULL;
+static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
+
+static void
+shmem_request(void)
+{
+	if (prev_shmem_request_hook)
+		prev_shmem_request_hook();
+	RequestAddinShmemSpace(MAXALIGN(sizeof(ChromaShared)));
+	RequestNamedLWLockTranche("chroma_sync", 1);
+}
+
+static void
+shmem_startup(void)
+{
+	bool		found;
+
+	if (prev_shmem_startup_hook)
+		prev_shmem_startup_hook();
+
+	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
+	chroma_shared = ShmemInitStruct("chroma_sync", sizeof(ChromaShared), &found);
+	if (!found)
+	{
+		memset(chroma_shared, 0, sizeof(ChromaShared));
+		chroma_shared->lock = &(GetNamedLWLockTranche("chroma_sync"))->lock;
+		pg_atomic_init_u64(&chroma_shared->config_generation, 1);
+		pg_atomic_init_u64(&chroma_shared->progress, 0);
+		ConditionVariableInit(&chroma_shared->progress_cv);
+	}
+	LWLockRelease(AddinShmemInitLock);
+}
+
+void
+chroma_shmem_install_hooks(void)
+{
+	prev_shmem_request_hook = shmem_request_hook;
+	shmem_request_hook = shmem_request;
+	prev_shmem_startup_hook = shmem_startup_hook;
+	shmem_startup_hook = shmem_startup;
+}
+
+DbWorkerSlot *
+chroma_find_slot(Oid dboid)
+{
+	for (int i = 0; i < CHROMA_MAX_DATABASES; i++)
+		if (chroma_shared->slots[i].dboid == dboid)
+			return &chroma_shared->slots[i];
+	return NULL;
+}
+
+void
+chroma_wake_worker(Oid dboid)
+{
+	DbWorkerSlot *slot;
+	Latch	   *latch = NULL;
+	bool		poke_launcher = false;
+
+	if (chroma_shared == NULL)
+		return;
+	LWLockAcquire(chroma_shared->lock, LW_EXCLUSIVE);
+	slot = chroma_find_slot(dboid);
+	if (slot != NULL && slot->state == DBW_RUNNING && slot->latch != NULL)
+		latch = slot->latch;
+	else
+	{
+		if (slot == NULL)
+			slot = chroma_find_slot(InvalidOid);
+		if (slot != NULL)
+		{
+			if (slot->dboid == InvalidOid)
+			{
+				memset(slot, 0, sizeof(*slot));
+				slot->dboid = dboid;
+			}
+			if (slot->state == DBW_DORMANT)
+			{
+				slot->state = DBW_IDLE;
+				slot->failures = 0;
+				slot->next_start = 0;
+			}
+		}
+		poke_launcher = true;
+	}
+	if (poke_launcher && chroma_shared->launcher_latch)
+		latch = chroma_shared->launcher_latch;
+	LWLockRelease(chroma_shared->lock);
+	if (latch)
+		SetLatch(latch);
+}
+
+void
+chroma_report_progress(void)
+{
+	pg_atomic_fetch_add_u64(&chroma_shared->progress, 1);
+	ConditionVariableBroadcast(&chroma_shared->progress_cv);
+}
+
+void
+chroma_bump_config(void)
+{
+	if (chroma_shared)
+		pg_atomic_fetch_add_u64(&chroma_shared->config_generation, 1);
+}
+
+uint64
+chroma_config_generation(void)
+{
+	return chroma_shared ? pg_atomic_read_u64(&chroma_shared->config_generation) : 0;
+}

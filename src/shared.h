@@ -1,0 +1,67 @@
+/*
+ * shared.h — shared memory: one slot per database worker, the launcher, progress.
+ */
+#ifndef CHROMA_SYNC_SHARED_H
+#define CHROMA_SYNC_SHARED_H
+
+#include "postgres.h"
+
+#include "port/atomics.h"
+#include "storage/condition_variable.h"
+#include "storage/latch.h"
+#include "storage/lwlock.h"
+#include "utils/timestamp.h"
+
+#define CHROMA_MAX_DATABASES 64
+
+typedef enum DbWorkerState
+{
+	DBW_IDLE = 0,				/* not running; start when selected */
+	DBW_STARTING,				/* registered, not yet attached */
+	DBW_RUNNING,
+	DBW_DORMANT					/* no extension or no mirror: start only when poked */
+} DbWorkerState;
+
+typedef struct DbWorkerSlot
+{
+	Oid			dboid;			/* InvalidOid: free slot */
+	DbWorkerState state;
+	pid_t		pid;
+	Latch	   *latch;			/* the worker's latch while running */
+	int			failures;		/* consecutive failed starts, for backoff */
+	TimestampTz next_start;		/* not before */
+	TimestampTz started_at;
+	int			busy_mirror;	/* mirror whose batch is in flight, 0 = none */
+	uint64		starts;			/* how often a worker was started (tests) */
+} DbWorkerSlot;
+
+typedef struct ChromaShared
+{
+	LWLock	   *lock;
+	pid_t		launcher_pid;
+	Latch	   *launcher_latch;
+	pg_atomic_uint64 config_generation;	/* bumped on every mirror configuration change */
+	pg_atomic_uint64 progress;	/* bumped after every batch a worker completes */
+	ConditionVariable progress_cv;
+	DbWorkerSlot slots[CHROMA_MAX_DATABASES];
+} ChromaShared;
+
+extern ChromaShared *chroma_shared;
+
+/* Called from _PG_init (shared_preload_libraries). */
+extern void chroma_shmem_install_hooks(void);
+
+/* Slot of the database, or NULL (caller holds the lock). */
+extern DbWorkerSlot *chroma_find_slot(Oid dboid);
+
+/* Wakes this database's worker; asks the launcher to start one when none runs. */
+extern void chroma_wake_worker(Oid dboid);
+
+/* Tells waiters (chroma_flush) that a worker made progress. */
+extern void chroma_report_progress(void);
+
+/* Mirror configuration changed: backends reload their trigger caches. */
+extern void chroma_bump_config(void);
+extern uint64 chroma_config_generation(void);
+
+#endif							/* CHROMA_SYNC_SHARED_H */

@@ -1,0 +1,1034 @@
+/*
+ * sync.c — the worker's work on one mirror.
+ *
+ * A step reads a batch in one short transaction (queue entries by queue id, then the
+ * CURRENT rows of their keys with the mirror owner's rights), commits, sends the
+ * requests with no transaction open, and in a fresh transaction deletes exactly the
+ * entries it read, records failures and progress. A refused batch is bisected so only
+ * the bad rows go to chroma_sync.failed; a batch that may or may not have been applied
+ * (timeout, connection lost) stays queued, and its keys are queued again after the next
+ * success so a late-applied stale request cannot win.
+ */
+#include "postgres.h"
+
+#include <math.h>
+
+#include "access/xact.h"
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "mb/pg_wchar.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "storage/latch.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/jsonb.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/snapmgr.h"
+
+#include "chroma_api.h"
+#include "chroma_sync.h"
+#include "metadata.h"
+#include "pgbuf.h"
+#include "response.h"
+#include "shared.h"
+#include "sync.h"
+
+int			chroma_test_stall_ms = 0;
+int			chroma_retry_max_delay_ms = 60000;
+
+/* One record of a batch, copied out of the read transaction. */
+typedef struct SyncRecord
+{
+	char	   *key;			/* Chroma id, server encoding */
+	cs_record	rec;			/* UTF-8 fields for the encoder */
+	bool		upsert;			/* false: delete */
+	bool		clear_document; /* document is NULL: delete before the upsert */
+	char	   *error;			/* failed locally: the reason */
+} SyncRecord;
+
+typedef struct Batch
+{
+	int			n;
+	SyncRecord *recs;
+	int			nqids;
+	int64	   *qids;
+	int			dim;
+	List	   *new_keys;		/* metadata keys seen for the first time */
+	char	   *last_key;		/* backfill: watermark after this page */
+	int			rows_read;
+} Batch;
+
+typedef enum SendOutcome
+{
+	SEND_OK,
+	SEND_RETRY,					/* transient: keep entries, back off */
+	SEND_STOP					/* auth or collection gone: pause the mirror */
+} SendOutcome;
+
+typedef struct SendResult
+{
+	SendOutcome outcome;
+	bool		outcome_unknown;
+	char	   *message;
+	uint64		acknowledged;
+} SendResult;
+
+/* The context to return to after a transaction (commit leaves TopMemoryContext). */
+static MemoryContext txn_caller_ctx = NULL;
+
+static void
+begin_txn(void)
+{
+	txn_caller_ctx = CurrentMemoryContext;
+	SetCurrentStatementStartTimestamp();
+	StartTransactionCommand();
+	SPI_connect();
+	PushActiveSnapshot(GetTransactionSnapshot());
+}
+
+static void
+end_txn(void)
+{
+	SPI_finish();
+	PopActiveSnapshot();
+	CommitTransactionCommand();
+	MemoryContextSwitchTo(txn_caller_ctx);
+}
+
+static void
+exec(const char *sql, int nargs, Oid *types, Datum *values, const char *nulls, int expect)
+{
+	int			rc = SPI_execute_with_args(sql, nargs, types, values, nulls, false, 0);
+
+	if (rc != expect)
+		elog(ERROR, "chroma_sync worker statement failed (%s): %s",
+			 SPI_result_code_string(rc), sql);
+}
+
+static Datum
+text_array(List *strings)
+{
+	int			n = list_length(strings);
+	Datum	   *d = palloc_array(Datum, Max(n, 1));
+	int			i = 0;
+	ListCell   *lc;
+
+	foreach(lc, strings)
+		d[i++] = CStringGetTextDatum((char *) lfirst(lc));
+	return PointerGetDatum(construct_array(d, n, TEXTOID, -1, false, TYPALIGN_INT));
+}
+
+/* ---- errors and backoff ---- */
+
+static void
+record_error(MirrorConfig *m, const char *msg, bool pause)
+{
+	Oid			types[3] = {INT4OID, TEXTOID, BOOLOID};
+	Datum		values[3] = {Int32GetDatum(m->mirror_id), CStringGetTextDatum(msg), BoolGetDatum(pause)};
+
+	begin_txn();
+	exec("UPDATE chroma_sync.mirror SET in_error = true, last_error = $2, "
+		 "last_error_at = pg_catalog.now(), paused = paused OR $3, "
+		 "paused_reason = CASE WHEN $3 THEN $2 ELSE paused_reason END WHERE mirror_id = $1",
+		 3, types, values, NULL, SPI_OK_UPDATE);
+	end_txn();
+}
+
+static void
+back_off(MirrorState *st, TimestampTz *wake_at)
+{
+	long		delay = 250L << Min(st->failures, 10);
+
+	st->failures++;
+	if (delay > chroma_retry_max_delay_ms)
+		delay = chroma_retry_max_delay_ms;
+	/* jitter: 50% to 100% of the delay */
+	delay = delay / 2 + (long) (random() % (delay / 2 + 1));
+	st->next_attempt = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), delay);
+	if (*wake_at == 0 || st->next_attempt < *wake_at)
+		*wake_at = st->next_attempt;
+}
+
+static void
+stall_for_tests(void)
+{
+	TimestampTz until;
+
+	if (chroma_test_stall_ms <= 0)
+		return;
+	until = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), chroma_test_stall_ms);
+	for (;;)
+	{
+		long		left = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), until);
+
+		if (left <= 0)
+			break;
+		(void) WaitLatch(NULL, WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, Min(left, 100),
+						 PG_WAIT_EXTENSION);
+		CHECK_FOR_INTERRUPTS();
+	}
+}
+
+/* ---- reading rows ---- */
+
+/* Renders the row's metadata plus every known key it lacks as null. */
+static char *
+render_metadata(MirrorConfig *m, Jsonb *jb, Batch *b, size_t *len)
+{
+	cs_buf		out;
+	List	   *row_keys = NIL;
+	int			nmissing = 0;
+
+	pgbuf_init(&out, 128);
+	if (jb != NULL)
+	{
+		JsonbIterator *it;
+		JsonbValue	v;
+		JsonbIteratorToken tok;
+
+		chroma_metadata_render(jb, chroma_server(false)->supports_metadata_arrays, &out, "row");
+		if (JB_ROOT_IS_OBJECT(jb))
+		{
+			it = JsonbIteratorInit(&jb->root);
+			while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
+				if (tok == WJB_KEY)
+					row_keys = lappend(row_keys, pnstrdup(v.val.string.val, v.val.string.len));
+		}
+	}
+	else
+		cs_buf_puts(&out, "{}");
+
+	/* keys this row lacks but an earlier row had: null removes them in Chroma */
+	for (int i = 0; i < m->nknown; i++)
+	{
+		bool		present = false;
+		ListCell   *lc;
+
+		foreach(lc, row_keys)
+			if (strcmp((char *) lfirst(lc), m->known_keys[i]) == 0)
+				present = true;
+		if (present)
+			continue;
+		out.len--;				/* drop the closing brace */
+		if (out.len > 1)
+			cs_buf_putc(&out, ',');
+		chroma_json_server_string(&out, m->known_keys[i], strlen(m->known_keys[i]));
+		cs_buf_puts(&out, ":null}");
+		nmissing++;
+	}
+	/* keys never sent before are remembered before anything is sent */
+	{
+		ListCell   *lc;
+
+		foreach(lc, row_keys)
+		{
+			char	   *k = (char *) lfirst(lc);
+			bool		known = false;
+			ListCell   *lc2;
+
+			for (int i = 0; i < m->nknown && !known; i++)
+				known = strcmp(m->known_keys[i], k) == 0;
+			foreach(lc2, b->new_keys)
+				if (strcmp((char *) lfirst(lc2), k) == 0)
+					known = true;
+			if (!known)
+				b->new_keys = lappend(b->new_keys, k);
+		}
+	}
+	if (out.len == 2 && nmissing == 0)
+		return NULL;			/* no metadata at all */
+	*len = out.len;
+	return pgbuf_cstring(&out);
+}
+
+/* Fills r from one row of mirror_select_sql's result; problems go to r->error. */
+static void
+fill_record(MirrorConfig *m, Batch *b, SyncRecord *r, HeapTuple tup, TupleDesc td,
+			MemoryContext batch_ctx)
+{
+	bool		isnull;
+	Datum		d;
+	ArrayType  *emb;
+	int			dim;
+	MemoryContext old = MemoryContextSwitchTo(batch_ctx);
+	char	   *id_utf8 = pg_server_to_any(r->key, strlen(r->key), PG_UTF8);
+
+	r->rec.id = id_utf8;
+	r->rec.id_len = strlen(id_utf8);
+	d = SPI_getbinval(tup, td, 2, &isnull);
+	if (isnull)
+	{
+		r->upsert = false;		/* no embedding: not in the collection */
+		MemoryContextSwitchTo(old);
+		return;
+	}
+	r->upsert = true;
+	emb = DatumGetArrayTypePCopy(d);
+	dim = ARR_NDIM(emb) == 1 ? ARR_DIMS(emb)[0] : 0;
+	if (ARR_NDIM(emb) > 1)
+		r->error = psprintf("embedding is a %d-dimensional array", ARR_NDIM(emb));
+	else if (ARR_HASNULL(emb))
+		r->error = pstrdup("embedding contains a null");
+	else if (dim == 0)
+		r->error = pstrdup("embedding is empty");
+	else if (cs_first_nonfinite((float *) ARR_DATA_PTR(emb), dim) >= 0)
+		r->error = psprintf("embedding has a non-finite value (NaN or infinity) at position %d",
+							(int) cs_first_nonfinite((float *) ARR_DATA_PTR(emb), dim) + 1);
+	else if (b->dim != 0 && dim != b->dim)
+		r->error = psprintf("embedding has %d dimensions; the collection has %d", dim, b->dim);
+	if (r->error)
+	{
+		MemoryContextSwitchTo(old);
+		return;
+	}
+	b->dim = dim;
+	r->rec.embedding = (const float *) ARR_DATA_PTR(emb);
+
+	d = SPI_getbinval(tup, td, 3, &isnull);
+	if (isnull)
+		r->clear_document = (m->document_attnum > 0);
+	else
+	{
+		char	   *doc = TextDatumGetCString(d);
+		char	   *u = pg_server_to_any(doc, strlen(doc), PG_UTF8);
+
+		r->rec.document = u;
+		r->rec.document_len = strlen(u);
+	}
+
+	d = SPI_getbinval(tup, td, 4, &isnull);
+	{
+		MemoryContext here = CurrentMemoryContext;
+		List	   *keys_before = list_copy(b->new_keys);
+
+		/* rendering only allocates memory: safe to catch without a subtransaction */
+		PG_TRY();
+		{
+			size_t		len = 0;
+
+			r->rec.metadata = render_metadata(m, isnull ? NULL : DatumGetJsonbPCopy(d), b, &len);
+			r->rec.metadata_len = len;
+		}
+		PG_CATCH();
+		{
+			ErrorData  *edata;
+
+			MemoryContextSwitchTo(here);
+			edata = CopyErrorData();
+			FlushErrorState();
+			r->error = edata->message;
+			r->rec.metadata = NULL;
+			b->new_keys = keys_before;
+		}
+		PG_END_TRY();
+	}
+	MemoryContextSwitchTo(old);
+}
+
+/* Persists newly seen metadata keys and a newly fixed dimension (before sending). */
+static void
+remember_keys_and_dimension(MirrorConfig *m, Batch *b, MemoryContext keep)
+{
+	if (b->new_keys != NIL)
+	{
+		Oid			types[2] = {INT4OID, TEXTARRAYOID};
+		Datum		values[2] = {Int32GetDatum(m->mirror_id), text_array(b->new_keys)};
+		MemoryContext old = MemoryContextSwitchTo(keep);
+		ListCell   *lc;
+		int			n = m->nknown;
+
+		exec("UPDATE chroma_sync.mirror SET metadata_keys = metadata_keys || $2 WHERE mirror_id = $1",
+			 2, types, values, NULL, SPI_OK_UPDATE);
+		m->known_keys = repalloc(m->known_keys, sizeof(char *) * (n + list_length(b->new_keys) + 1));
+		foreach(lc, b->new_keys)
+			m->known_keys[n++] = pstrdup((char *) lfirst(lc));
+		m->nknown = n;
+		MemoryContextSwitchTo(old);
+	}
+	if (m->dimension == 0 && b->dim > 0)
+	{
+		Oid			types[2] = {INT4OID, INT4OID};
+		Datum		values[2] = {Int32GetDatum(m->mirror_id), Int32GetDatum(b->dim)};
+
+		exec("UPDATE chroma_sync.mirror SET dimension = $2 WHERE mirror_id = $1 AND dimension IS NULL",
+			 2, types, values, NULL, SPI_OK_UPDATE);
+		m->dimension = b->dim;
+	}
+}
+
+/* Runs the mirror's SELECT as the mirror's owner. */
+static void
+select_as_owner(MirrorConfig *m, const char *sql, int nargs, Oid *types, Datum *values)
+{
+	Oid			save_user;
+	int			save_sec;
+
+	GetUserIdAndSecContext(&save_user, &save_sec);
+	SetUserIdAndSecContext(m->owner, save_sec | SECURITY_LOCAL_USERID_CHANGE);
+	exec(sql, nargs, types, values, NULL, SPI_OK_SELECT);
+	SetUserIdAndSecContext(save_user, save_sec);
+}
+
+/* ---- sending ---- */
+
+static SendOutcome
+classify(ChromaResponse *resp, SendResult *res)
+{
+	switch (resp->kind)
+	{
+		case CHROMA_OK:
+			return SEND_OK;
+		case CHROMA_FATAL:
+			res->outcome = SEND_STOP;
+			res->message = psprintf("HTTP %ld %s: %s", resp->http.status,
+									resp->error_name ? resp->error_name : "",
+									resp->message ? resp->message : "");
+			return SEND_STOP;
+		case CHROMA_REFUSED:
+		case CHROMA_TOO_LARGE:
+			return (SendOutcome) -1;	/* caller bisects */
+		default:
+			res->outcome = SEND_RETRY;
+			res->outcome_unknown |= resp->http.outcome_unknown;
+			res->message = resp->http.curl_code != 0
+				? psprintf("%s: %s", chroma_base_url(), resp->message ? resp->message : "transport error")
+				: psprintf("HTTP %ld %s: %s", resp->http.status,
+						   resp->error_name ? resp->error_name : "",
+						   resp->message ? resp->message : "");
+			return SEND_RETRY;
+	}
+}
+
+static void
+post_body(const char *url, cs_buf *body, ChromaResponse *resp)
+{
+	memset(resp, 0, sizeof(*resp));
+	chroma_http_request("POST", url, body->data, body->len, &resp->http);
+	chroma_classify(resp);
+}
+
+/*
+ * Sends recs[0..n) as one request, bisecting on refusal; records refused rows' reasons
+ * in recs[i].error. Stops at the first transient or fatal failure.
+ */
+static void
+send_bisect(MirrorConfig *m, const char *op, SyncRecord **recs, int n, int dim,
+			bool base64, SendResult *res)
+{
+	cs_buf		body;
+	cs_record  *crecs;
+	cs_body_options opt;
+	ChromaResponse resp;
+	SendOutcome o;
+
+	if (n == 0 || res->outcome != SEND_OK)
+		return;
+	crecs = palloc_array(cs_record, n);
+	for (int i = 0; i < n; i++)
+		crecs[i] = recs[i]->rec;
+	pgbuf_init(&body, 1024);
+	if (strcmp(op, "delete") == 0)
+		cs_encode_ids(&body, crecs, n);
+	else
+	{
+		opt.dim = dim;
+		opt.encoding = base64 ? CS_ENCODING_BASE64 : CS_ENCODING_JSON;
+		opt.with_embeddings = true;
+		opt.with_documents = m->document_attnum > 0;
+		opt.with_metadatas = true;
+		cs_encode_records(&body, crecs, n, &opt);
+	}
+	post_body(chroma_records_url(m->collection_id, op), &body, &resp);
+	pfree(body.data);
+	pfree(crecs);
+
+	o = classify(&resp, res);
+	if (o == SEND_OK)
+	{
+		res->acknowledged += n;
+		return;
+	}
+	if (o != (SendOutcome) -1)
+		return;
+	if (n == 1)
+	{
+		recs[0]->error = psprintf("Chroma refused the row: HTTP %ld %s: %s",
+								  resp.http.status, resp.error_name ? resp.error_name : "",
+								  resp.message ? resp.message : "");
+		return;
+	}
+	send_bisect(m, op, recs, n / 2, dim, base64, res);
+	send_bisect(m, op, recs + n / 2, n - n / 2, dim, base64, res);
+}
+
+/* Deletes (and clears documents) then upserts the batch's records. */
+static void
+send_batch(MirrorConfig *m, Batch *b, SendResult *res)
+{
+	SyncRecord **dels = palloc_array(SyncRecord *, Max(b->n, 1));
+	SyncRecord **ups = palloc_array(SyncRecord *, Max(b->n, 1));
+	int			nd = 0;
+	int			nu = 0;
+	bool		base64 = chroma_use_base64();
+	int			batch = chroma_effective_batch_size();
+
+	memset(res, 0, sizeof(*res));
+	res->outcome = SEND_OK;
+	for (int i = 0; i < b->n; i++)
+	{
+		SyncRecord *r = &b->recs[i];
+
+		if (r->error)
+			continue;
+		if (!r->upsert || r->clear_document)
+			dels[nd++] = r;
+		if (r->upsert)
+			ups[nu++] = r;
+	}
+	for (int i = 0; i < nd && res->outcome == SEND_OK; i += batch)
+		send_bisect(m, "delete", dels + i, Min(batch, nd - i), 0, false, res);
+	for (int i = 0; i < nu && res->outcome == SEND_OK; i += batch)
+		send_bisect(m, "upsert", ups + i, Min(batch, nu - i), b->dim, base64, res);
+	/* synced counts records (keys), not requests */
+	if (res->outcome == SEND_OK)
+	{
+		res->acknowledged = 0;
+		for (int i = 0; i < b->n; i++)
+			if (b->recs[i].error == NULL)
+				res->acknowledged++;
+	}
+}
+
+/* ---- finishing a batch ---- */
+
+static void
+finish_batch(MirrorConfig *m, MirrorState *st, Batch *b, SendResult *res, bool backfill)
+{
+	List	   *ok_keys = NIL;
+	Oid			t2[2] = {INT4OID, TEXTARRAYOID};
+
+	begin_txn();
+	if (b->nqids > 0)
+	{
+		Datum	   *q = palloc_array(Datum, b->nqids);
+		Oid			types[1] = {INT8ARRAYOID};
+		Datum		values[1];
+
+		for (int i = 0; i < b->nqids; i++)
+			q[i] = Int64GetDatum(b->qids[i]);
+		values[0] = PointerGetDatum(construct_array(q, b->nqids, INT8OID, 8, true, TYPALIGN_DOUBLE));
+		exec("DELETE FROM chroma_sync.queue WHERE qid = ANY ($1)", 1, types, values, NULL,
+			 SPI_OK_DELETE);
+	}
+	for (int i = 0; i < b->n; i++)
+	{
+		SyncRecord *r = &b->recs[i];
+
+		if (r->error)
+		{
+			Oid			types[3] = {INT4OID, TEXTOID, TEXTOID};
+			Datum		values[3] = {Int32GetDatum(m->mirror_id), CStringGetTextDatum(r->key),
+			CStringGetTextDatum(r->error)};
+
+			exec("INSERT INTO chroma_sync.failed (mirror_id, source, id, error) "
+				 "SELECT $1, source, $2, $3 FROM chroma_sync.mirror WHERE mirror_id = $1 "
+				 "ON CONFLICT (mirror_id, id) DO UPDATE SET error = excluded.error, "
+				 "attempts = failed.attempts + 1, failed_at = pg_catalog.now()",
+				 3, types, values, NULL, SPI_OK_INSERT);
+		}
+		else
+			ok_keys = lappend(ok_keys, r->key);
+	}
+	if (ok_keys != NIL)
+	{
+		Datum		values[2] = {Int32GetDatum(m->mirror_id), text_array(ok_keys)};
+
+		exec("DELETE FROM chroma_sync.failed WHERE mirror_id = $1 AND id = ANY ($2)",
+			 2, t2, values, NULL, SPI_OK_DELETE);
+	}
+	/* keys whose earlier request may still be applied late: send their state again */
+	if (st->unknown_keys != NIL)
+	{
+		Datum		values[2] = {Int32GetDatum(m->mirror_id), text_array(st->unknown_keys)};
+
+		exec("INSERT INTO chroma_sync.queue (mirror_id, key) SELECT $1, k FROM pg_catalog.unnest($2) k",
+			 2, t2, values, NULL, SPI_OK_INSERT);
+		list_free_deep(st->unknown_keys);
+		st->unknown_keys = NIL;
+	}
+	{
+		Oid			types[5] = {INT4OID, INT8OID, BOOLOID, TEXTOID, INT8OID};
+		Datum		values[5];
+		char		nulls[5] = {' ', ' ', ' ', ' ', ' '};
+
+		values[0] = Int32GetDatum(m->mirror_id);
+		values[1] = Int64GetDatum((int64) res->acknowledged);
+		values[2] = BoolGetDatum(backfill);
+		values[3] = b->last_key ? CStringGetTextDatum(b->last_key) : (Datum) 0;
+		if (b->last_key == NULL)
+			nulls[3] = 'n';
+		values[4] = Int64GetDatum(b->rows_read);
+		exec("UPDATE chroma_sync.mirror SET synced = synced + $2, last_sync_at = pg_catalog.now(), "
+			 "in_error = false, "
+			 "backfill_after = CASE WHEN $3 THEN COALESCE($4, backfill_after) ELSE backfill_after END, "
+			 "backfill_sent = CASE WHEN $3 THEN backfill_sent + $5 ELSE backfill_sent END "
+			 "WHERE mirror_id = $1",
+			 5, types, values, nulls, SPI_OK_UPDATE);
+	}
+	end_txn();
+	st->failures = 0;
+	st->next_attempt = 0;
+	chroma_report_progress();
+}
+
+/* Handles a send that did not fully succeed; returns false (retry later). */
+static bool
+send_failed(MirrorConfig *m, MirrorState *st, Batch *b, SendResult *res, TimestampTz *wake_at)
+{
+	if (res->outcome == SEND_STOP)
+	{
+		record_error(m, res->message, true);
+		ereport(LOG,
+				(errmsg("chroma_sync: mirror of %s into \"%s\" paused: %s",
+						get_rel_name(m->relid), m->collection, res->message)));
+		return false;
+	}
+	if (res->outcome_unknown)
+	{
+		MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
+
+		for (int i = 0; i < b->n; i++)
+			st->unknown_keys = lappend(st->unknown_keys, pstrdup(b->recs[i].key));
+		MemoryContextSwitchTo(old);
+	}
+	record_error(m, res->message, false);
+	back_off(st, wake_at);
+	return false;
+}
+
+/* ---- the steps ---- */
+
+static int
+compare_keys(const void *a, const void *b)
+{
+	return strcmp(*(char *const *) a, *(char *const *) b);
+}
+
+/* Deletes every record of the collection, page by page (TRUNCATE barrier). */
+static bool
+clear_collection(MirrorConfig *m, SendResult *res)
+{
+	for (;;)
+	{
+		ChromaResponse resp;
+		ChromaRows	rows;
+		cs_buf		body;
+		const char *get = "{\"limit\":1000,\"include\":[]}";
+
+		memset(res, 0, sizeof(*res));
+		res->outcome = SEND_OK;
+		memset(&resp, 0, sizeof(resp));
+		chroma_http_request("POST", chroma_records_url(m->collection_id, "get"), get,
+							strlen(get), &resp.http);
+		chroma_classify(&resp);
+		if (classify(&resp, res) != SEND_OK)
+		{
+			if (res->outcome == SEND_OK)
+				res->outcome = SEND_RETRY;
+			return false;
+		}
+		chroma_parse_rows(&resp.http.body, false, &rows);
+		if (rows.n == 0)
+			return true;
+		pgbuf_init(&body, 1024);
+		cs_buf_puts(&body, "{\"ids\":[");
+		for (int i = 0; i < rows.n; i++)
+		{
+			char	   *u = pg_server_to_any(rows.ids[i], strlen(rows.ids[i]), PG_UTF8);
+
+			if (i > 0)
+				cs_buf_putc(&body, ',');
+			cs_json_string(&body, u, strlen(u));
+		}
+		cs_buf_puts(&body, "]}");
+		post_body(chroma_records_url(m->collection_id, "delete"), &body, &resp);
+		if (classify(&resp, res) != SEND_OK)
+		{
+			if (res->outcome == SEND_OK)
+				res->outcome = SEND_RETRY;
+			return false;
+		}
+		res->acknowledged += rows.n;
+	}
+}
+
+static bool
+drain_step(MirrorConfig *m, MirrorState *st, TimestampTz *wake_at)
+{
+	MemoryContext batch_ctx = CurrentMemoryContext;
+	Batch		b;
+	SendResult	res;
+	int			limit = chroma_effective_batch_size();
+	int64		barrier_qid = 0;
+	char	  **keys;
+	int			nkeys = 0;
+
+	memset(&b, 0, sizeof(b));
+	b.dim = m->dimension;
+
+	begin_txn();
+	{
+		Oid			types[2] = {INT4OID, INT4OID};
+		Datum		values[2] = {Int32GetDatum(m->mirror_id), Int32GetDatum(limit)};
+
+		exec("SELECT qid, key FROM chroma_sync.queue WHERE mirror_id = $1 ORDER BY qid LIMIT $2",
+			 2, types, values, NULL, SPI_OK_SELECT);
+	}
+	if (SPI_processed == 0)
+	{
+		end_txn();
+		return false;
+	}
+	{
+		MemoryContext old = MemoryContextSwitchTo(batch_ctx);
+		uint64		n = SPI_processed;
+
+		b.qids = palloc_array(int64, n);
+		keys = palloc_array(char *, n);
+		for (uint64 i = 0; i < n; i++)
+		{
+			bool		isnull;
+			int64		qid = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull));
+			char	   *key = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2);
+
+			if (key == NULL)
+			{
+				if (i == 0)
+					barrier_qid = qid;
+				break;			/* entries after a TRUNCATE wait for it */
+			}
+			b.qids[b.nqids++] = qid;
+			keys[nkeys++] = key;
+		}
+		MemoryContextSwitchTo(old);
+	}
+
+	if (barrier_qid != 0)
+	{
+		end_txn();
+		if (!clear_collection(m, &res))
+			return send_failed(m, st, &b, &res, wake_at);
+		b.qids[0] = barrier_qid;
+		b.nqids = 1;
+		finish_batch(m, st, &b, &res, false);
+		return true;
+	}
+
+	/* distinct keys, each read once in its current state */
+	qsort(keys, nkeys, sizeof(char *), compare_keys);
+	{
+		int			k = 0;
+
+		for (int i = 0; i < nkeys; i++)
+			if (k == 0 || strcmp(keys[k - 1], keys[i]) != 0)
+				keys[k++] = keys[i];
+		nkeys = k;
+	}
+	b.recs = MemoryContextAllocZero(batch_ctx, sizeof(SyncRecord) * nkeys);
+	for (int i = 0; i < nkeys; i++)
+		b.recs[i].key = keys[i];
+	b.n = nkeys;
+
+	{
+		Datum	   *kd = palloc_array(Datum, nkeys);
+		Oid			types[1] = {TEXTARRAYOID};
+		Datum		values[1];
+		char	   *sql;
+
+		for (int i = 0; i < nkeys; i++)
+			kd[i] = CStringGetTextDatum(keys[i]);
+		values[0] = PointerGetDatum(construct_array(kd, nkeys, TEXTOID, -1, false, TYPALIGN_INT));
+		sql = mirror_select_sql(m, psprintf("WHERE %s = ANY ($1::%s[])", mirror_key_sql(m),
+											mirror_key_type_sql(m)));
+		select_as_owner(m, sql, 1, types, values);
+		for (uint64 r = 0; r < SPI_processed; r++)
+		{
+			HeapTuple	tup = SPI_tuptable->vals[r];
+			char	   *key = SPI_getvalue(tup, SPI_tuptable->tupdesc, 1);
+			char	  **hit = bsearch(&key, keys, nkeys, sizeof(char *), compare_keys);
+
+			if (hit == NULL)
+				continue;		/* the text form did not round-trip: treated as deleted */
+			b.recs[hit - keys].upsert = true;
+			fill_record(m, &b, &b.recs[hit - keys], tup, SPI_tuptable->tupdesc, batch_ctx);
+		}
+		for (int i = 0; i < nkeys; i++)
+		{
+			if (!b.recs[i].upsert && b.recs[i].rec.id == NULL)
+			{
+				char	   *u = MemoryContextStrdup(batch_ctx,
+													pg_server_to_any(keys[i], strlen(keys[i]), PG_UTF8));
+
+				b.recs[i].rec.id = u;
+				b.recs[i].rec.id_len = strlen(u);
+			}
+		}
+	}
+	remember_keys_and_dimension(m, &b, GetMemoryChunkContext(m));
+	end_txn();
+
+	LWLockAcquire(chroma_shared->lock, LW_EXCLUSIVE);
+	{
+		DbWorkerSlot *slot = chroma_find_slot(MyDatabaseId);
+
+		if (slot)
+			slot->busy_mirror = m->mirror_id;
+	}
+	LWLockRelease(chroma_shared->lock);
+
+	stall_for_tests();
+	send_batch(m, &b, &res);
+
+	LWLockAcquire(chroma_shared->lock, LW_EXCLUSIVE);
+	{
+		DbWorkerSlot *slot = chroma_find_slot(MyDatabaseId);
+
+		if (slot)
+			slot->busy_mirror = 0;
+	}
+	LWLockRelease(chroma_shared->lock);
+
+	if (res.outcome != SEND_OK)
+		return send_failed(m, st, &b, &res, wake_at);
+	finish_batch(m, st, &b, &res, false);
+	return true;
+}
+
+/* Deletes collection ids that the table lacks (after a backfill or resync). */
+static bool
+reconcile(MirrorConfig *m, MirrorState *st, TimestampTz *wake_at)
+{
+	int			offset = 0;
+	const int	page = 1000;
+	uint64		deleted = 0;
+
+	for (;;)
+	{
+		ChromaResponse resp;
+		ChromaRows	rows;
+		char	   *get = psprintf("{\"limit\":%d,\"offset\":%d,\"include\":[]}", page, offset);
+		List	   *extra = NIL;
+		SendResult	res;
+
+		memset(&res, 0, sizeof(res));
+		res.outcome = SEND_OK;
+		memset(&resp, 0, sizeof(resp));
+		chroma_http_request("POST", chroma_records_url(m->collection_id, "get"), get,
+							strlen(get), &resp.http);
+		chroma_classify(&resp);
+		if (classify(&resp, &res) != SEND_OK)
+		{
+			Batch		b;
+
+			memset(&b, 0, sizeof(b));
+			if (res.outcome == SEND_OK)
+				res.outcome = SEND_RETRY;
+			return send_failed(m, st, &b, &res, wake_at);
+		}
+		chroma_parse_rows(&resp.http.body, false, &rows);
+		if (rows.n == 0)
+			break;
+
+		/* which of these ids are rows with an embedding? */
+		begin_txn();
+		{
+			char	   *emb = get_attname(m->relid, m->embedding_attnum, false);
+			char	   *sql = psprintf("SELECT k FROM pg_catalog.unnest($1::pg_catalog.text[]) k "
+									   "WHERE NOT EXISTS (SELECT 1 FROM %s.%s t WHERE t.%s::pg_catalog.text = k "
+									   "AND t.%s IS NOT NULL)",
+									   quote_identifier(get_namespace_name(get_rel_namespace(m->relid))),
+									   quote_identifier(get_rel_name(m->relid)),
+									   mirror_key_sql(m), quote_identifier(emb));
+			Datum	   *kd = palloc_array(Datum, rows.n);
+			Oid			types[1] = {TEXTARRAYOID};
+			Datum		values[1];
+			MemoryContext outer = txn_caller_ctx;
+
+			for (int i = 0; i < rows.n; i++)
+				kd[i] = CStringGetTextDatum(rows.ids[i]);
+			values[0] = PointerGetDatum(construct_array(kd, rows.n, TEXTOID, -1, false, TYPALIGN_INT));
+			select_as_owner(m, sql, 1, types, values);
+			for (uint64 r = 0; r < SPI_processed; r++)
+			{
+				char	   *id = SPI_getvalue(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, 1);
+				MemoryContext old = MemoryContextSwitchTo(outer);
+
+				extra = lappend(extra, pstrdup(id));
+				MemoryContextSwitchTo(old);
+			}
+		}
+		end_txn();
+
+		if (extra != NIL)
+		{
+			cs_buf		body;
+			ListCell   *lc;
+			bool		first = true;
+
+			pgbuf_init(&body, 1024);
+			cs_buf_puts(&body, "{\"ids\":[");
+			foreach(lc, extra)
+			{
+				char	   *u = pg_server_to_any(lfirst(lc), strlen(lfirst(lc)), PG_UTF8);
+
+				if (!first)
+					cs_buf_putc(&body, ',');
+				first = false;
+				cs_json_string(&body, u, strlen(u));
+			}
+			cs_buf_puts(&body, "]}");
+			post_body(chroma_records_url(m->collection_id, "delete"), &body, &resp);
+			if (classify(&resp, &res) != SEND_OK)
+			{
+				Batch		b;
+
+				memset(&b, 0, sizeof(b));
+				if (res.outcome == SEND_OK)
+					res.outcome = SEND_RETRY;
+				return send_failed(m, st, &b, &res, wake_at);
+			}
+			deleted += list_length(extra);
+		}
+		offset += rows.n - list_length(extra);
+		if (rows.n < page)
+			break;
+	}
+
+	begin_txn();
+	{
+		Oid			types[2] = {INT4OID, INT8OID};
+		Datum		values[2] = {Int32GetDatum(m->mirror_id), Int64GetDatum((int64) deleted)};
+
+		exec("UPDATE chroma_sync.mirror SET reconcile = false, backfill_done = true, "
+			 "synced = synced + $2 WHERE mirror_id = $1", 2, types, values, NULL, SPI_OK_UPDATE);
+	}
+	end_txn();
+	chroma_report_progress();
+	return true;
+}
+
+static bool
+backfill_step(MirrorConfig *m, MirrorState *st, TimestampTz *wake_at)
+{
+	MemoryContext batch_ctx = CurrentMemoryContext;
+	Batch		b;
+	SendResult	res;
+	int			limit = chroma_effective_batch_size();
+	char	   *sql;
+	uint64		n;
+
+	memset(&b, 0, sizeof(b));
+	b.dim = m->dimension;
+
+	begin_txn();
+	if (m->backfill_after == NULL)
+		sql = mirror_select_sql(m, psprintf("ORDER BY %s LIMIT %d", mirror_key_sql(m), limit));
+	else
+		sql = mirror_select_sql(m, psprintf("WHERE %s > $1::%s ORDER BY %s LIMIT %d",
+											mirror_key_sql(m), mirror_key_type_sql(m),
+											mirror_key_sql(m), limit));
+	{
+		Oid			types[1] = {TEXTOID};
+		Datum		values[1];
+
+		values[0] = m->backfill_after ? CStringGetTextDatum(m->backfill_after) : (Datum) 0;
+		select_as_owner(m, sql, m->backfill_after ? 1 : 0, types, values);
+	}
+	n = SPI_processed;
+	b.recs = MemoryContextAllocZero(batch_ctx, sizeof(SyncRecord) * Max(n, 1));
+	for (uint64 r = 0; r < n; r++)
+	{
+		HeapTuple	tup = SPI_tuptable->vals[r];
+		SyncRecord *rec = &b.recs[b.n];
+
+		rec->key = MemoryContextStrdup(batch_ctx, SPI_getvalue(tup, SPI_tuptable->tupdesc, 1));
+		fill_record(m, &b, rec, tup, SPI_tuptable->tupdesc, batch_ctx);
+		b.last_key = rec->key;
+		if (rec->upsert || rec->error)
+			b.n++;				/* rows without an embedding are not sent */
+		else
+			memset(rec, 0, sizeof(*rec));
+	}
+	b.rows_read = (int) n;
+	if (n > 0 && b.last_key == NULL)
+		b.last_key = MemoryContextStrdup(batch_ctx, SPI_getvalue(SPI_tuptable->vals[n - 1], SPI_tuptable->tupdesc, 1));
+	remember_keys_and_dimension(m, &b, GetMemoryChunkContext(m));
+	end_txn();
+
+	if (n > 0)
+	{
+		send_batch(m, &b, &res);
+		if (res.outcome != SEND_OK)
+			return send_failed(m, st, &b, &res, wake_at);
+		finish_batch(m, st, &b, &res, true);
+	}
+	if (n < (uint64) limit)
+	{
+		if (m->reconcile)
+			return reconcile(m, st, wake_at);
+		begin_txn();
+		exec(psprintf("UPDATE chroma_sync.mirror SET backfill_done = true WHERE mirror_id = %d",
+					  m->mirror_id), 0, NULL, NULL, NULL, SPI_OK_UPDATE);
+		end_txn();
+		chroma_report_progress();
+		return true;
+	}
+	return true;
+}
+
+/* Makes sure the mirror knows its collection's id (after a 404 it is looked up again). */
+static bool
+ensure_collection(MirrorConfig *m, MirrorState *st, TimestampTz *wake_at)
+{
+	ChromaCollection coll;
+
+	if (m->collection_id != NULL)
+		return true;
+	chroma_api_create_collection(m->collection, NULL, NULL, true, &coll);
+	begin_txn();
+	{
+		Oid			types[2] = {INT4OID, TEXTOID};
+		Datum		values[2] = {Int32GetDatum(m->mirror_id), CStringGetTextDatum(coll.id)};
+
+		/* a new collection: send everything again */
+		exec("UPDATE chroma_sync.mirror SET collection_id = $2::uuid, backfill_done = false, "
+			 "backfill_after = NULL, backfill_sent = 0, reconcile = true, dimension = NULL "
+			 "WHERE mirror_id = $1", 2, types, values, NULL, SPI_OK_UPDATE);
+	}
+	end_txn();
+	return false;				/* reload the configuration */
+}
+
+bool
+sync_mirror_step(MirrorConfig *m, MirrorState *st, TimestampTz *wake_at)
+{
+	bool		more = false;
+
+	if (m->paused)
+		return false;
+	if (st->next_attempt != 0 && GetCurrentTimestamp() < st->next_attempt)
+	{
+		if (*wake_at == 0 || st->next_attempt < *wake_at)
+			*wake_at = st->next_attempt;
+		return false;
+	}
+	if (!ensure_collection(m, st, wake_at))
+		return true;
+	if (!m->backfill_done)
+		more |= backfill_step(m, st, wake_at);
+	if (st->next_attempt == 0 || GetCurrentTimestamp() >= st->next_attempt)
+		more |= drain_step(m, st, wake_at);
+	return more;
+}

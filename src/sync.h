@@ -1,0 +1,35 @@
+/*
+ * sync.h — the worker's work on one mirror: drain the queue, backfill, truncate,
+ * isolate bad rows, back off through outages.
+ */
+#ifndef CHROMA_SYNC_SYNC_H
+#define CHROMA_SYNC_SYNC_H
+
+#include "postgres.h"
+
+#include "nodes/pg_list.h"
+#include "utils/timestamp.h"
+
+#include "mirror_config.h"
+
+/* Worker-local state of one mirror (survives between steps, not restarts). */
+typedef struct MirrorState
+{
+	int			mirror_id;
+	TimestampTz next_attempt;	/* backoff: not before */
+	int			failures;		/* consecutive transient failures */
+	List	   *unknown_keys;	/* outcome-unknown keys to resend after the next success */
+} MirrorState;
+
+/* Test setting: stall between reading a batch and deleting its entries (ms). */
+extern int	chroma_test_stall_ms;
+extern int	chroma_retry_max_delay_ms;
+
+/*
+ * Does one unit of work for the mirror (a batch, a backfill page, a truncate) in its
+ * own transactions. Returns true when there may be more to do right away.
+ * Must be called outside a transaction.
+ */
+extern bool sync_mirror_step(MirrorConfig *m, MirrorState *st, TimestampTz *wake_at);
+
+#endif							/* CHROMA_SYNC_SYNC_H */

@@ -1,0 +1,354 @@
+/*
+ * trigger.c — change capture.
+ *
+ * chroma_sync.capture() is a C AFTER trigger: INSERT, UPDATE and DELETE (row level)
+ * append (mirror, key) to chroma_sync.queue, TRUNCATE (statement level) appends a
+ * barrier. An UPDATE that changes no mirrored column appends nothing; one that changes
+ * the key appends the old and the new key. The queue is written with the extension
+ * owner's rights, so writers need no privilege on it. The worker is woken when the
+ * transaction commits, never on rollback.
+ */
+#include "postgres.h"
+
+#include "access/genam.h"
+#include "access/htup_details.h"
+#include "access/skey.h"
+#include "access/stratnum.h"
+#include "access/table.h"
+#include "access/xact.h"
+#include "catalog/pg_extension.h"
+#include "catalog/pg_type.h"
+#include "commands/extension.h"
+#include "commands/trigger.h"
+#include "executor/spi.h"
+#include "miscadmin.h"
+#include "utils/builtins.h"
+#include "utils/datum.h"
+#include "utils/fmgroids.h"
+#include "utils/hsearch.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/rel.h"
+
+#include "mirror_config.h"
+#include "shared.h"
+#include "trigger.h"
+
+PG_FUNCTION_INFO_V1(chroma_sync_capture);
+
+/* What the trigger needs to know about a mirror, cached per backend. */
+typedef struct CaptureInfo
+{
+	int			mirror_id;		/* hash key */
+	Oid			relid;
+	AttrNumber	key_attnum;
+	Oid			key_type;
+	int			ncols;
+	AttrNumber *cols;			/* every mirrored column */
+} CaptureInfo;
+
+static HTAB *capture_cache = NULL;
+static uint64 capture_cache_generation = 0;
+static SPIPlanPtr insert_plan = NULL;
+static Oid	ext_owner = InvalidOid;
+
+/* Mirrors written by the current transaction (chroma_flush refuses to wait on them). */
+#define MAX_TRACKED 64
+static int	xact_mirrors[MAX_TRACKED];
+static int	xact_nmirrors = 0;
+static bool xact_overflow = false;
+static bool xact_wake = false;
+
+static void
+capture_xact_callback(XactEvent event, void *arg)
+{
+	switch (event)
+	{
+		case XACT_EVENT_COMMIT:
+		case XACT_EVENT_PARALLEL_COMMIT:
+			if (xact_wake)
+				chroma_wake_worker(MyDatabaseId);
+			/* FALLTHROUGH */
+		case XACT_EVENT_ABORT:
+		case XACT_EVENT_PARALLEL_ABORT:
+			xact_wake = false;
+			xact_nmirrors = 0;
+			xact_overflow = false;
+			break;
+		default:
+			break;
+	}
+}
+
+void
+chroma_trigger_init(void)
+{
+	RegisterXactCallback(capture_xact_callback, NULL);
+}
+
+void
+chroma_wake_at_commit(void)
+{
+	xact_wake = true;
+}
+
+bool
+chroma_xact_wrote_mirror(int mirror_id)
+{
+	if (xact_overflow)
+		return true;
+	for (int i = 0; i < xact_nmirrors; i++)
+		if (xact_mirrors[i] == mirror_id)
+			return true;
+	return false;
+}
+
+static void
+note_write(int mirror_id)
+{
+	xact_wake = true;
+	for (int i = 0; i < xact_nmirrors; i++)
+		if (xact_mirrors[i] == mirror_id)
+			return;
+	if (xact_nmirrors < MAX_TRACKED)
+		xact_mirrors[xact_nmirrors++] = mirror_id;
+	else
+		xact_overflow = true;
+}
+
+Oid
+chroma_extension_owner(void)
+{
+	if (!OidIsValid(ext_owner))
+	{
+		Oid			extoid = get_extension_oid("chroma_sync", false);
+		Relation	rel;
+		ScanKeyData key;
+		SysScanDesc scan;
+		HeapTuple	tup;
+
+		rel = table_open(ExtensionRelationId, AccessShareLock);
+		ScanKeyInit(&key, Anum_pg_extension_oid, BTEqualStrategyNumber, F_OIDEQ,
+					ObjectIdGetDatum(extoid));
+		scan = systable_beginscan(rel, ExtensionOidIndexId, true, NULL, 1, &key);
+		tup = systable_getnext(scan);
+		if (HeapTupleIsValid(tup))
+			ext_owner = ((Form_pg_extension) GETSTRUCT(tup))->extowner;
+		systable_endscan(scan);
+		table_close(rel, AccessShareLock);
+		if (!OidIsValid(ext_owner))
+			elog(ERROR, "could not find the owner of extension chroma_sync");
+	}
+	return ext_owner;
+}
+
+static CaptureInfo *
+capture_info(int mirror_id, Oid relid)
+{
+	CaptureInfo *ci;
+	bool		found;
+	uint64		gen = chroma_config_generation();
+
+	if (capture_cache == NULL || gen != capture_cache_generation)
+	{
+		HASHCTL		ctl;
+
+		if (capture_cache)
+			hash_destroy(capture_cache);
+		memset(&ctl, 0, sizeof(ctl));
+		ctl.keysize = sizeof(int);
+		ctl.entrysize = sizeof(CaptureInfo);
+		ctl.hcxt = CacheMemoryContext;
+		capture_cache = hash_create("chroma_sync capture", 16, &ctl,
+									HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+		capture_cache_generation = gen;
+		ext_owner = InvalidOid;
+	}
+
+	ci = hash_search(capture_cache, &mirror_id, HASH_FIND, &found);
+	if (found)
+		return ci;
+
+	{
+		MirrorConfig *m;
+		MemoryContext old;
+		int			n = 0;
+
+		m = mirror_load(mirror_id);
+		if (m == NULL)
+			return NULL;		/* mirror dropped: nothing to capture */
+		if (m->relid != relid)
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("trigger of mirror %d fired on table %s, which it does not mirror",
+							mirror_id, get_rel_name(relid))));
+		ci = hash_search(capture_cache, &mirror_id, HASH_ENTER, &found);
+		ci->relid = relid;
+		ci->key_attnum = m->key_attnum;
+		ci->key_type = m->key_type;
+		old = MemoryContextSwitchTo(CacheMemoryContext);
+		ci->cols = palloc(sizeof(AttrNumber) * (m->nmeta + 3));
+		MemoryContextSwitchTo(old);
+		ci->cols[n++] = m->embedding_attnum;
+		if (m->document_attnum > 0)
+			ci->cols[n++] = m->document_attnum;
+		for (int i = 0; i < m->nmeta; i++)
+			ci->cols[n++] = m->meta_attnums[i];
+		ci->ncols = n;
+	}
+	return ci;
+}
+
+static bool
+column_changed(HeapTuple oldtup, HeapTuple newtup, TupleDesc td, AttrNumber att)
+{
+	bool		oldnull;
+	bool		newnull;
+	Datum		o = heap_getattr(oldtup, att, td, &oldnull);
+	Datum		n = heap_getattr(newtup, att, td, &newnull);
+	Form_pg_attribute a = TupleDescAttr(td, att - 1);
+
+	if (oldnull || newnull)
+		return oldnull != newnull;
+	return !datumIsEqual(o, n, a->attbyval, a->attlen);
+}
+
+static void
+enqueue(int mirror_id, const char *key)
+{
+	Datum		values[2];
+	char		nulls[2] = {' ', ' '};
+	values[0] = Int32GetDatum(mirror_id);
+	if (key)
+		values[1] = CStringGetTextDatum(key);
+	else
+	{
+		values[1] = (Datum) 0;
+		nulls[1] = 'n';
+	}
+
+	if (insert_plan == NULL)
+	{
+		Oid			types[2] = {INT4OID, TEXTOID};
+		SPIPlanPtr	p = SPI_prepare("INSERT INTO chroma_sync.queue (mirror_id, key) VALUES ($1, $2)",
+									2, types);
+
+		if (p == NULL || SPI_keepplan(p) != 0)
+			elog(ERROR, "could not prepare the queue insert");
+		insert_plan = p;
+	}
+	if (SPI_execute_plan(insert_plan, values, nulls, false, 0) != SPI_OK_INSERT)
+		elog(ERROR, "could not insert into chroma_sync.queue");
+	note_write(mirror_id);
+}
+
+static char *
+row_key(CaptureInfo *ci, HeapTuple tup, TupleDesc td, bool *isnull)
+{
+	Datum		d = heap_getattr(tup, ci->key_attnum, td, isnull);
+
+	if (*isnull)
+		return NULL;
+	return mirror_key_text(ci->key_type, d);
+}
+
+static void capture_row(TriggerData *trigdata, CaptureInfo *ci, int mirror_id);
+
+Datum
+chroma_sync_capture(PG_FUNCTION_ARGS)
+{
+	TriggerData *trigdata = (TriggerData *) fcinfo->context;
+	Trigger    *trigger;
+	CaptureInfo *ci;
+	int			mirror_id;
+	TriggerEvent ev;
+	Oid			save_userid;
+	int			save_sec;
+
+	if (!CALLED_AS_TRIGGER(fcinfo))
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("chroma_sync.capture() must be called as a trigger")));
+	trigger = trigdata->tg_trigger;
+	ev = trigdata->tg_event;
+	if (!TRIGGER_FIRED_AFTER(ev) || trigger->tgnargs != 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("chroma_sync.capture() must be an AFTER trigger with the mirror id as argument")));
+	mirror_id = pg_strtoint32(trigger->tgargs[0]);
+
+	/* The queue and the configuration are read and written with the owner's rights. */
+	GetUserIdAndSecContext(&save_userid, &save_sec);
+	SetUserIdAndSecContext(chroma_extension_owner(),
+						   save_sec | SECURITY_LOCAL_USERID_CHANGE);
+	PG_TRY();
+	{
+		SPI_connect();
+		ci = capture_info(mirror_id, RelationGetRelid(trigdata->tg_relation));
+		if (ci != NULL)
+			capture_row(trigdata, ci, mirror_id);
+		SPI_finish();
+	}
+	PG_FINALLY();
+	{
+		SetUserIdAndSecContext(save_userid, save_sec);
+	}
+	PG_END_TRY();
+	return PointerGetDatum(NULL);
+}
+
+static void
+capture_row(TriggerData *trigdata, CaptureInfo *ci, int mirror_id)
+{
+	TriggerEvent ev = trigdata->tg_event;
+	TupleDesc	td = RelationGetDescr(trigdata->tg_relation);
+
+	if (TRIGGER_FIRED_BY_TRUNCATE(ev))
+		enqueue(mirror_id, NULL);
+	else if (TRIGGER_FIRED_FOR_ROW(ev))
+	{
+		bool		isnull;
+		char	   *key;
+
+		if (TRIGGER_FIRED_BY_INSERT(ev))
+		{
+			key = row_key(ci, trigdata->tg_trigtuple, td, &isnull);
+			if (!isnull)
+				enqueue(mirror_id, key);
+		}
+		else if (TRIGGER_FIRED_BY_DELETE(ev))
+		{
+			key = row_key(ci, trigdata->tg_trigtuple, td, &isnull);
+			if (!isnull)
+				enqueue(mirror_id, key);
+		}
+		else if (TRIGGER_FIRED_BY_UPDATE(ev))
+		{
+			HeapTuple	oldtup = trigdata->tg_trigtuple;
+			HeapTuple	newtup = trigdata->tg_newtuple;
+			bool		oldnull;
+			bool		newnull;
+			char	   *oldkey = row_key(ci, oldtup, td, &oldnull);
+			char	   *newkey = row_key(ci, newtup, td, &newnull);
+
+			if (oldnull != newnull || (!oldnull && strcmp(oldkey, newkey) != 0))
+			{
+				if (!oldnull)
+					enqueue(mirror_id, oldkey);
+				if (!newnull)
+					enqueue(mirror_id, newkey);
+			}
+			else if (!newnull)
+			{
+				for (int i = 0; i < ci->ncols; i++)
+				{
+					if (column_changed(oldtup, newtup, td, ci->cols[i]))
+					{
+						enqueue(mirror_id, newkey);
+						break;
+					}
+				}
+			}
+		}
+	}
+}

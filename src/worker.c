@@ -1,0 +1,570 @@
+/*
+ * worker.c — the launcher and the per-database workers.
+ *
+ * The launcher (one per cluster) starts exactly one worker per selected database, with
+ * capped exponential backoff after failed or crashed starts. A worker that finds no
+ * extension or no mirror goes dormant until a mirror is created or a change commits in
+ * its database. Both idle during recovery and start working after promotion.
+ */
+#include "postgres.h"
+
+#include "access/genam.h"
+#include "access/heapam.h"
+#include "access/htup_details.h"
+#include "access/table.h"
+#include "access/xact.h"
+#include "access/xlog.h"
+#include "catalog/pg_database.h"
+#include "commands/extension.h"
+#include "executor/spi.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "postmaster/bgworker.h"
+#include "postmaster/interrupt.h"
+#include "storage/ipc.h"
+#include "storage/latch.h"
+#include "storage/proc.h"
+#include "tcop/tcopprot.h"
+#include "utils/builtins.h"
+#include "utils/guc.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/snapmgr.h"
+#include "utils/timestamp.h"
+#include "utils/varlena.h"
+
+#include "chroma_api.h"
+#include "chroma_sync.h"
+#include "http.h"
+#include "mirror_config.h"
+#include "shared.h"
+#include "sync.h"
+#include "worker.h"
+
+PGDLLEXPORT void chroma_launcher_main(Datum arg);
+PGDLLEXPORT void chroma_worker_main(Datum arg);
+
+char	   *chroma_worker_databases = NULL;
+
+#define MAX_BACKOFF_MS 60000
+#define IDLE_WAIT_MS 10000
+
+void
+chroma_register_launcher(void)
+{
+	BackgroundWorker bgw;
+
+	memset(&bgw, 0, sizeof(bgw));
+	bgw.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+	bgw.bgw_start_time = BgWorkerStart_RecoveryFinished;
+	bgw.bgw_restart_time = 10;
+	snprintf(bgw.bgw_library_name, BGW_MAXLEN, "chroma_sync");
+	snprintf(bgw.bgw_function_name, BGW_MAXLEN, "chroma_launcher_main");
+	snprintf(bgw.bgw_name, BGW_MAXLEN, "chroma_sync launcher");
+	snprintf(bgw.bgw_type, BGW_MAXLEN, "chroma_sync launcher");
+	RegisterBackgroundWorker(&bgw);
+}
+
+/* ---- the launcher ---- */
+
+typedef struct DbInfo
+{
+	Oid			oid;
+	char		name[NAMEDATALEN];
+} DbInfo;
+
+static bool
+database_selected(const char *name)
+{
+	char	   *copy;
+	List	   *names;
+	ListCell   *lc;
+	bool		found = false;
+
+	if (chroma_worker_databases == NULL || *chroma_worker_databases == '\0')
+		return false;
+	if (strcmp(chroma_worker_databases, "*") == 0)
+		return true;
+	copy = pstrdup(chroma_worker_databases);
+	if (!SplitIdentifierString(copy, ',', &names))
+		return false;
+	foreach(lc, names)
+		if (strcmp((char *) lfirst(lc), name) == 0)
+			found = true;
+	return found;
+}
+
+/* Databases that should have a worker now. */
+static List *
+selected_databases(void)
+{
+	List	   *result = NIL;
+	Relation	rel;
+	TableScanDesc scan;
+	HeapTuple	tup;
+	MemoryContext caller = CurrentMemoryContext;
+	bool		star = chroma_worker_databases && strcmp(chroma_worker_databases, "*") == 0;
+
+	StartTransactionCommand();
+	rel = table_open(DatabaseRelationId, AccessShareLock);
+	scan = table_beginscan_catalog(rel, 0, NULL);
+	while ((tup = heap_getnext(scan, ForwardScanDirection)) != NULL)
+	{
+		Form_pg_database db = (Form_pg_database) GETSTRUCT(tup);
+		DbInfo	   *info;
+
+		if (!db->datallowconn)
+			continue;
+		/* templates only when named: a connection to one blocks CREATE DATABASE */
+		if (db->datistemplate && star)
+			continue;
+		if (!database_selected(NameStr(db->datname)))
+			continue;
+		info = MemoryContextAlloc(caller, sizeof(DbInfo));
+		info->oid = db->oid;
+		strlcpy(info->name, NameStr(db->datname), NAMEDATALEN);
+		result = lappend(result, info);
+	}
+	table_endscan(scan);
+	table_close(rel, AccessShareLock);
+	CommitTransactionCommand();
+	MemoryContextSwitchTo(caller);
+	return result;
+}
+
+static BackgroundWorkerHandle *handles[CHROMA_MAX_DATABASES];
+
+static long
+backoff_ms(int failures)
+{
+	long		ms = 1000L << Min(failures, 8);
+
+	return Min(ms, MAX_BACKOFF_MS);
+}
+
+static bool
+start_worker(DbWorkerSlot *slot, int index)
+{
+	BackgroundWorker bgw;
+
+	memset(&bgw, 0, sizeof(bgw));
+	bgw.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+	bgw.bgw_start_time = BgWorkerStart_RecoveryFinished;
+	bgw.bgw_restart_time = BGW_NEVER_RESTART;	/* the launcher restarts, with backoff */
+	snprintf(bgw.bgw_library_name, BGW_MAXLEN, "chroma_sync");
+	snprintf(bgw.bgw_function_name, BGW_MAXLEN, "chroma_worker_main");
+	snprintf(bgw.bgw_name, BGW_MAXLEN, "chroma_sync worker for database %u", slot->dboid);
+	snprintf(bgw.bgw_type, BGW_MAXLEN, "chroma_sync worker");
+	bgw.bgw_main_arg = ObjectIdGetDatum(slot->dboid);
+	bgw.bgw_notify_pid = MyProcPid;
+	return RegisterDynamicBackgroundWorker(&bgw, &handles[index]);
+}
+
+/* One pass: start what should run, notice what stopped, forget dropped databases. */
+static TimestampTz
+launcher_pass(void)
+{
+	List	   *dbs = selected_databases();
+	TimestampTz now = GetCurrentTimestamp();
+	TimestampTz next = TimestampTzPlusMilliseconds(now, IDLE_WAIT_MS);
+	ListCell   *lc;
+
+	LWLockAcquire(chroma_shared->lock, LW_EXCLUSIVE);
+	/* slots for newly seen databases */
+	foreach(lc, dbs)
+	{
+		DbInfo	   *db = (DbInfo *) lfirst(lc);
+
+		if (chroma_find_slot(db->oid) == NULL)
+		{
+			DbWorkerSlot *slot = chroma_find_slot(InvalidOid);
+
+			if (slot == NULL)
+				break;
+			memset(slot, 0, sizeof(*slot));
+			slot->dboid = db->oid;
+		}
+	}
+	for (int i = 0; i < CHROMA_MAX_DATABASES; i++)
+	{
+		DbWorkerSlot *slot = &chroma_shared->slots[i];
+		bool		selected = false;
+		pid_t		pid;
+
+		if (slot->dboid == InvalidOid)
+			continue;
+		foreach(lc, dbs)
+			if (((DbInfo *) lfirst(lc))->oid == slot->dboid)
+				selected = true;
+
+		/* notice stopped workers */
+		if (handles[i] != NULL &&
+			GetBackgroundWorkerPid(handles[i], &pid) == BGWH_STOPPED)
+		{
+			pfree(handles[i]);
+			handles[i] = NULL;
+			if (slot->state != DBW_DORMANT)
+			{
+				/* crashed, terminated or refused: try again later, less often each time */
+				slot->state = DBW_IDLE;
+				slot->next_start = TimestampTzPlusMilliseconds(now, backoff_ms(slot->failures));
+				slot->failures++;
+			}
+		}
+
+		if (!selected)
+		{
+			if (handles[i] != NULL && slot->pid != 0)
+				kill(slot->pid, SIGTERM);
+			if (handles[i] == NULL)
+				memset(slot, 0, sizeof(*slot));
+			continue;
+		}
+		if (slot->state == DBW_IDLE && handles[i] == NULL)
+		{
+			if (slot->next_start <= now)
+			{
+				if (start_worker(slot, i))
+				{
+					slot->state = DBW_STARTING;
+					slot->starts++;
+					slot->started_at = now;
+				}
+				else
+					slot->next_start = TimestampTzPlusMilliseconds(now, 1000);
+			}
+			if (slot->state == DBW_IDLE && slot->next_start < next)
+				next = slot->next_start;
+		}
+	}
+	LWLockRelease(chroma_shared->lock);
+	return next;
+}
+
+void
+chroma_launcher_main(Datum arg)
+{
+	pqsignal(SIGTERM, die);
+	pqsignal(SIGHUP, SignalHandlerForConfigReload);
+	BackgroundWorkerUnblockSignals();
+	BackgroundWorkerInitializeConnection(NULL, NULL, 0);
+	pgstat_report_appname("chroma_sync launcher");
+
+	LWLockAcquire(chroma_shared->lock, LW_EXCLUSIVE);
+	chroma_shared->launcher_pid = MyProcPid;
+	chroma_shared->launcher_latch = MyLatch;
+	/* after a launcher restart, workers it started before are unknown: start afresh */
+	for (int i = 0; i < CHROMA_MAX_DATABASES; i++)
+		if (chroma_shared->slots[i].state == DBW_STARTING)
+			chroma_shared->slots[i].state = DBW_IDLE;
+	LWLockRelease(chroma_shared->lock);
+
+	for (;;)
+	{
+		TimestampTz next;
+		long		wait_ms;
+
+		CHECK_FOR_INTERRUPTS();
+		if (ConfigReloadPending)
+		{
+			ConfigReloadPending = false;
+			ProcessConfigFile(PGC_SIGHUP);
+		}
+		next = launcher_pass();
+		wait_ms = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), next);
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 Max(wait_ms, 10), PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+	}
+}
+
+/* ---- a database's worker ---- */
+
+static DbWorkerSlot *my_slot = NULL;
+static List *states = NIL;		/* MirrorState of every mirror seen */
+
+static void
+worker_exit(int code, Datum arg)
+{
+	if (my_slot == NULL)
+		return;
+	LWLockAcquire(chroma_shared->lock, LW_EXCLUSIVE);
+	if (my_slot->pid == MyProcPid)
+	{
+		my_slot->pid = 0;
+		my_slot->latch = NULL;
+		my_slot->busy_mirror = 0;
+	}
+	LWLockRelease(chroma_shared->lock);
+	ConditionVariableBroadcast(&chroma_shared->progress_cv);
+}
+
+static void
+go_dormant(void)
+{
+	LWLockAcquire(chroma_shared->lock, LW_EXCLUSIVE);
+	my_slot->state = DBW_DORMANT;
+	my_slot->failures = 0;
+	LWLockRelease(chroma_shared->lock);
+	proc_exit(0);
+}
+
+static MirrorState *
+state_for(List **states, int mirror_id)
+{
+	ListCell   *lc;
+	MirrorState *st;
+	MemoryContext old;
+
+	foreach(lc, *states)
+	{
+		st = (MirrorState *) lfirst(lc);
+		if (st->mirror_id == mirror_id)
+			return st;
+	}
+	old = MemoryContextSwitchTo(TopMemoryContext);
+	st = palloc0_object(MirrorState);
+	st->mirror_id = mirror_id;
+	*states = lappend(*states, st);
+	MemoryContextSwitchTo(old);
+	return st;
+}
+
+/* Mirrors to work on; drops those whose table is gone, pauses restored copies. */
+static List *
+load_mirrors(bool *have_extension)
+{
+	List	   *mirrors = NIL;
+	MemoryContext caller = CurrentMemoryContext;
+	char	   *sysid = mirror_system_identifier();
+
+	SetCurrentStatementStartTimestamp();
+	StartTransactionCommand();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	*have_extension = OidIsValid(get_extension_oid("chroma_sync", true));
+	if (*have_extension)
+	{
+		ListCell   *lc;
+
+		MemoryContextSwitchTo(caller);
+		mirrors = mirror_load_all();
+		foreach(lc, mirrors)
+		{
+			MirrorConfig *m = (MirrorConfig *) lfirst(lc);
+			char	   *sql = NULL;
+
+			if (get_rel_name(m->relid) == NULL)
+				sql = psprintf("DELETE FROM chroma_sync.queue WHERE mirror_id = %d; "
+							   "DELETE FROM chroma_sync.failed WHERE mirror_id = %d; "
+							   "DELETE FROM chroma_sync.mirror WHERE mirror_id = %d",
+							   m->mirror_id, m->mirror_id, m->mirror_id);
+			else if (!m->paused &&
+					 (m->database_oid != MyDatabaseId || strcmp(m->system_identifier, sysid) != 0))
+				sql = psprintf("UPDATE chroma_sync.mirror SET paused = true, paused_reason = "
+							   "'this mirror was created in another database or cluster (a restored copy?); "
+							   "check its collection, then call chroma_resume()' WHERE mirror_id = %d",
+							   m->mirror_id);
+			if (sql)
+			{
+				SPI_connect();
+				SPI_execute(sql, false, 0);
+				SPI_finish();
+				m->paused = true;
+			}
+		}
+	}
+	PopActiveSnapshot();
+	CommitTransactionCommand();
+	MemoryContextSwitchTo(caller);
+	return mirrors;
+}
+
+static void record_failure(int mirror_id, const char *message);
+
+/* One step of one mirror; an error is recorded and backed off, never fatal. */
+static bool
+run_step(MirrorConfig *m, MirrorState *st, TimestampTz *wake_at, MemoryContext step_ctx)
+{
+	MemoryContext old = CurrentMemoryContext;
+	bool		more = false;
+
+	MemoryContextReset(step_ctx);
+	MemoryContextSwitchTo(step_ctx);
+	PG_TRY();
+	{
+		pgstat_report_activity(STATE_RUNNING, m->collection);
+		more = sync_mirror_step(m, st, wake_at);
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(step_ctx);
+		edata = CopyErrorData();
+		FlushErrorState();
+		AbortOutOfAnyTransaction();
+		chroma_http_abort_all();
+		ereport(LOG,
+				(errmsg("chroma_sync: mirror of \"%s\" failed: %s",
+						m->collection, edata->message)));
+		record_failure(m->mirror_id, edata->message);
+		st->failures++;
+		st->next_attempt = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+													   Min(1000L << Min(st->failures, 6),
+														   (long) chroma_retry_max_delay_ms));
+		if (*wake_at == 0 || st->next_attempt < *wake_at)
+			*wake_at = st->next_attempt;
+	}
+	PG_END_TRY();
+	MemoryContextSwitchTo(old);
+	return more;
+}
+
+/* Records a step's error in a fresh transaction, never in the one that failed. */
+static void
+record_failure(int mirror_id, const char *message)
+{
+	PG_TRY();
+	{
+		StartTransactionCommand();
+		SPI_connect();
+		PushActiveSnapshot(GetTransactionSnapshot());
+		SPI_execute(psprintf("UPDATE chroma_sync.mirror SET in_error = true, "
+							 "last_error = %s, last_error_at = pg_catalog.now() "
+							 "WHERE mirror_id = %d",
+							 quote_literal_cstr(message), mirror_id),
+					false, 0);
+		SPI_finish();
+		PopActiveSnapshot();
+		CommitTransactionCommand();
+	}
+	PG_CATCH();
+	{
+		FlushErrorState();
+		AbortOutOfAnyTransaction();
+	}
+	PG_END_TRY();
+}
+
+void
+chroma_worker_main(Datum arg)
+{
+	Oid			dboid = DatumGetObjectId(arg);
+	MemoryContext loop_ctx;
+	MemoryContext step_ctx;
+	pqsignal(SIGTERM, die);
+	pqsignal(SIGHUP, SignalHandlerForConfigReload);
+	BackgroundWorkerUnblockSignals();
+	BackgroundWorkerInitializeConnectionByOid(dboid, InvalidOid, 0);
+	pgstat_report_appname("chroma_sync worker");
+
+	/* exactly one worker per database: claim the slot or leave */
+	LWLockAcquire(chroma_shared->lock, LW_EXCLUSIVE);
+	my_slot = chroma_find_slot(dboid);
+	if (my_slot == NULL || (my_slot->pid != 0 && my_slot->pid != MyProcPid &&
+							kill(my_slot->pid, 0) == 0))
+	{
+		LWLockRelease(chroma_shared->lock);
+		my_slot = NULL;
+		proc_exit(0);
+	}
+	my_slot->pid = MyProcPid;
+	my_slot->latch = MyLatch;
+	my_slot->state = DBW_RUNNING;
+	LWLockRelease(chroma_shared->lock);
+	before_shmem_exit(worker_exit, (Datum) 0);
+
+	loop_ctx = AllocSetContextCreate(TopMemoryContext, "chroma_sync worker loop",
+									 ALLOCSET_DEFAULT_SIZES);
+	step_ctx = AllocSetContextCreate(TopMemoryContext, "chroma_sync worker step",
+									 ALLOCSET_DEFAULT_SIZES);
+
+	for (;;)
+	{
+		List	   *mirrors;
+		ListCell   *lc;
+		bool		more = false;
+		bool		have_extension;
+		TimestampTz wake_at = 0;
+		long		wait_ms = IDLE_WAIT_MS;
+
+		CHECK_FOR_INTERRUPTS();
+		if (ConfigReloadPending)
+		{
+			ConfigReloadPending = false;
+			ProcessConfigFile(PGC_SIGHUP);
+			chroma_forget_server();
+		}
+		if (RecoveryInProgress())
+		{
+			/* a standby: the queue arrives with the WAL; work starts after promotion */
+			(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+							 5000, PG_WAIT_EXTENSION);
+			ResetLatch(MyLatch);
+			continue;
+		}
+
+		MemoryContextReset(loop_ctx);
+		MemoryContextSwitchTo(loop_ctx);
+		mirrors = load_mirrors(&have_extension);
+		if (!have_extension || mirrors == NIL)
+			go_dormant();
+
+		LWLockAcquire(chroma_shared->lock, LW_EXCLUSIVE);
+		my_slot->failures = 0;
+		LWLockRelease(chroma_shared->lock);
+
+		foreach(lc, mirrors)
+		{
+			MirrorConfig *m = (MirrorConfig *) lfirst(lc);
+			MirrorState *st = state_for(&states, m->mirror_id);
+
+			more |= run_step(m, st, &wake_at, step_ctx);
+			MemoryContextSwitchTo(loop_ctx);
+		}
+		pgstat_report_activity(STATE_IDLE, NULL);
+
+		if (more)
+			continue;
+		if (wake_at != 0)
+			wait_ms = Max(1, Min(IDLE_WAIT_MS, TimestampDifferenceMilliseconds(GetCurrentTimestamp(), wake_at)));
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 wait_ms, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+	}
+}
+
+void
+chroma_stop_worker_for_drop(Oid dboid)
+{
+	DbWorkerSlot *slot;
+	pid_t		pid = 0;
+
+	if (chroma_shared == NULL)
+		return;
+	LWLockAcquire(chroma_shared->lock, LW_EXCLUSIVE);
+	slot = chroma_find_slot(dboid);
+	if (slot != NULL)
+	{
+		pid = slot->pid;
+		/* not restarted at once; if the database is gone, the launcher forgets it */
+		slot->state = DBW_IDLE;
+		slot->next_start = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), 5000);
+	}
+	LWLockRelease(chroma_shared->lock);
+	if (pid == 0)
+		return;
+	kill(pid, SIGTERM);
+	for (int i = 0; i < 500; i++)
+	{
+		bool		gone;
+
+		LWLockAcquire(chroma_shared->lock, LW_SHARED);
+		gone = (slot->pid != pid);
+		LWLockRelease(chroma_shared->lock);
+		if (gone)
+			return;
+		pg_usleep(10000);
+		CHECK_FOR_INTERRUPTS();
+	}
+}
