@@ -19,7 +19,8 @@ OBJS = \
 	src/mirror.o \
 	src/sync.o \
 	src/worker.o \
-	src/verify.o
+	src/verify.o \
+	src/ddl.o
 
 DATA = sql/chroma_sync--0.1.sql
 

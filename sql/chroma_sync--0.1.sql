@@ -97,6 +97,7 @@ CREATE TABLE chroma_sync.mirror (
 	last_sync_at timestamptz,
 	last_error text,
 	last_error_at timestamptz,
+	column_types oid[],					-- types of the mirrored columns when mirrored
 	system_identifier text NOT NULL,
 	database_oid oid NOT NULL,
 	created_at timestamptz NOT NULL DEFAULT pg_catalog.now(),
@@ -198,3 +199,90 @@ REVOKE EXECUTE ON FUNCTION
 	chroma_flush(regclass, interval, text), chroma_resync(regclass, text),
 	chroma_verify(regclass, text), chroma_retry_failed(regclass, text)
 FROM PUBLIC;
+
+-- ===== DDL watch =====
+
+CREATE FUNCTION chroma_sync.config_changed() RETURNS void
+	AS 'MODULE_PATHNAME', 'chroma_sync_config_changed' LANGUAGE C;
+REVOKE ALL ON FUNCTION chroma_sync.config_changed() FROM PUBLIC;
+
+-- Types of a mirror's columns: key, embedding, document, metadata (NULL for a dropped one).
+CREATE FUNCTION chroma_sync.mirror_column_types(m chroma_sync.mirror) RETURNS oid[]
+	LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
+	SELECT pg_catalog.array_agg(a.atttypid ORDER BY u.ord)
+	FROM pg_catalog.unnest(m.id_columns OPERATOR(pg_catalog.||) m.embedding_column
+			OPERATOR(pg_catalog.||) COALESCE(m.document_column, 0::smallint)
+			OPERATOR(pg_catalog.||) m.metadata_columns) WITH ORDINALITY AS u(attnum, ord)
+		LEFT JOIN pg_catalog.pg_attribute a
+		ON a.attrelid = m.source AND a.attnum = u.attnum AND NOT a.attisdropped
+$$;
+
+CREATE FUNCTION chroma_sync.on_sql_drop() RETURNS event_trigger
+	LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+	d record;
+	changed boolean := false;
+BEGIN
+	FOR d IN SELECT * FROM pg_catalog.pg_event_trigger_dropped_objects() LOOP
+		IF d.object_type = 'table' THEN
+			DELETE FROM chroma_sync.queue q USING chroma_sync.mirror m
+				WHERE q.mirror_id = m.mirror_id AND m.source::oid = d.objid;
+			DELETE FROM chroma_sync.failed WHERE source::oid = d.objid;
+			DELETE FROM chroma_sync.mirror WHERE source::oid = d.objid;
+			changed := changed OR FOUND;
+		ELSIF d.object_type = 'table column' THEN
+			UPDATE chroma_sync.mirror
+				SET paused = true, in_error = true, last_error_at = pg_catalog.now(),
+					last_error = pg_catalog.format('mirrored column %s was dropped; unmirror and mirror the table again',
+						d.object_identity)
+				WHERE source::oid = d.objid
+					AND (d.objsubid = ANY (id_columns) OR d.objsubid = embedding_column
+						OR d.objsubid = document_column OR d.objsubid = ANY (metadata_columns));
+			changed := changed OR FOUND;
+		END IF;
+	END LOOP;
+	IF changed THEN
+		PERFORM chroma_sync.config_changed();
+	END IF;
+END
+$$;
+
+CREATE FUNCTION chroma_sync.on_ddl_end() RETURNS event_trigger
+	LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+	c record;
+	m chroma_sync.mirror;
+	types oid[];
+	disabled text;
+BEGIN
+	FOR c IN SELECT DISTINCT objid FROM pg_catalog.pg_event_trigger_ddl_commands()
+			WHERE command_tag = 'ALTER TABLE' LOOP
+		FOR m IN SELECT * FROM chroma_sync.mirror WHERE source::oid = c.objid LOOP
+			types := chroma_sync.mirror_column_types(m);
+			IF m.column_types IS NOT NULL AND types IS DISTINCT FROM m.column_types THEN
+				UPDATE chroma_sync.mirror
+					SET paused = true, in_error = true, last_error_at = pg_catalog.now(),
+						last_error = 'the type of a mirrored column changed; unmirror and mirror the table again'
+					WHERE mirror_id = m.mirror_id AND NOT paused;
+			END IF;
+			SELECT pg_catalog.string_agg(t.tgname, ', ') INTO disabled
+				FROM pg_catalog.pg_trigger t
+				WHERE t.tgrelid = c.objid AND t.tgenabled <> 'A'
+					AND t.tgname IN ('chroma_sync_' || m.mirror_id, 'chroma_sync_' || m.mirror_id || '_truncate');
+			IF disabled IS NOT NULL THEN
+				UPDATE chroma_sync.mirror
+					SET in_error = true, last_error_at = pg_catalog.now(),
+						last_error = pg_catalog.format('trigger %s is not ENABLE ALWAYS: changes may be missed; '
+							'run ALTER TABLE %s ENABLE ALWAYS TRIGGER ..., then chroma_resync()', disabled, m.source)
+					WHERE mirror_id = m.mirror_id;
+			END IF;
+		END LOOP;
+		PERFORM chroma_sync.config_changed();
+	END LOOP;
+END
+$$;
+
+CREATE EVENT TRIGGER chroma_sync_sql_drop ON sql_drop
+	EXECUTE FUNCTION chroma_sync.on_sql_drop();
+CREATE EVENT TRIGGER chroma_sync_ddl_end ON ddl_command_end WHEN TAG IN ('ALTER TABLE')
+	EXECUTE FUNCTION chroma_sync.on_ddl_end();

@@ -342,6 +342,10 @@ chroma_mirror(PG_FUNCTION_ARGS)
 												SPI_tuptable->tupdesc, 1, &isnull));
 	}
 
+	spi_exec(psprintf("UPDATE chroma_sync.mirror m SET column_types = "
+					  "chroma_sync.mirror_column_types(m) WHERE mirror_id = %d", mirror_id),
+			 0, NULL, NULL, SPI_OK_UPDATE);
+
 	/* Triggers fire also for logical replication apply: ENABLE ALWAYS. */
 	spi_exec(psprintf("CREATE TRIGGER chroma_sync_%d AFTER INSERT OR UPDATE OR DELETE ON %s "
 					  "FOR EACH ROW EXECUTE FUNCTION chroma_sync.capture('%d')",
