@@ -934,7 +934,8 @@ backfill_step(MirrorConfig *m, MirrorState *st, TimestampTz *wake_at)
 
 	begin_txn();
 	if (m->backfill_after == NULL)
-		sql = mirror_select_sql(m, psprintf("ORDER BY %s LIMIT %d", mirror_key_sql(m), limit));
+		sql = mirror_select_sql(m, psprintf("WHERE %s IS NOT NULL ORDER BY %s LIMIT %d",
+											mirror_key_sql(m), mirror_key_sql(m), limit));
 	else
 		sql = mirror_select_sql(m, psprintf("WHERE %s > $1::%s ORDER BY %s LIMIT %d",
 											mirror_key_sql(m), mirror_key_type_sql(m),

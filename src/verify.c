@@ -96,7 +96,9 @@ chroma_verify(PG_FUNCTION_ARGS)
 	emb = get_attname(m->relid, m->embedding_attnum, false);
 	SPI_connect();
 	SetUserIdAndSecContext(m->owner, save_sec | SECURITY_LOCAL_USERID_CHANGE);
-	if (SPI_execute(mirror_select_sql(m, psprintf("WHERE %s IS NOT NULL", quote_identifier(emb))),
+	/* a row whose id is NULL (a nullable unique id_column) is not in the collection */
+	if (SPI_execute(mirror_select_sql(m, psprintf("WHERE %s IS NOT NULL AND %s IS NOT NULL",
+												  quote_identifier(emb), mirror_key_sql(m))),
 					true, 0) != SPI_OK_SELECT)
 		elog(ERROR, "could not read the mirrored table");
 	SetUserIdAndSecContext(save_user, save_sec);
