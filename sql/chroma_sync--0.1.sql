@@ -268,7 +268,8 @@ BEGIN
 			SELECT pg_catalog.string_agg(t.tgname, ', ') INTO disabled
 				FROM pg_catalog.pg_trigger t
 				WHERE t.tgrelid = c.objid AND t.tgenabled <> 'A'
-					AND t.tgname IN ('chroma_sync_' || m.mirror_id, 'chroma_sync_' || m.mirror_id || '_truncate');
+					AND t.tgname IN ('chroma_sync_' || m.mirror_id, 'chroma_sync_' || m.mirror_id || '_truncate',
+						'chroma_sync_' || m.mirror_id || '_flush');
 			IF disabled IS NOT NULL THEN
 				UPDATE chroma_sync.mirror
 					SET in_error = true, last_error_at = pg_catalog.now(),

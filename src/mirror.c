@@ -353,9 +353,13 @@ chroma_mirror(PG_FUNCTION_ARGS)
 	spi_exec(psprintf("CREATE TRIGGER chroma_sync_%d_truncate AFTER TRUNCATE ON %s "
 					  "FOR EACH STATEMENT EXECUTE FUNCTION chroma_sync.capture('%d')",
 					  mirror_id, qname, mirror_id), 0, NULL, NULL, SPI_OK_UTILITY);
+	spi_exec(psprintf("CREATE TRIGGER chroma_sync_%d_flush AFTER INSERT OR UPDATE OR DELETE ON %s "
+					  "FOR EACH STATEMENT EXECUTE FUNCTION chroma_sync.capture('%d')",
+					  mirror_id, qname, mirror_id), 0, NULL, NULL, SPI_OK_UTILITY);
 	spi_exec(psprintf("ALTER TABLE %s ENABLE ALWAYS TRIGGER chroma_sync_%d, "
-					  "ENABLE ALWAYS TRIGGER chroma_sync_%d_truncate",
-					  qname, mirror_id, mirror_id), 0, NULL, NULL, SPI_OK_UTILITY);
+					  "ENABLE ALWAYS TRIGGER chroma_sync_%d_truncate, "
+					  "ENABLE ALWAYS TRIGGER chroma_sync_%d_flush",
+					  qname, mirror_id, mirror_id, mirror_id), 0, NULL, NULL, SPI_OK_UTILITY);
 	SPI_finish();
 	restore_user(&su);
 
@@ -455,6 +459,8 @@ chroma_unmirror(PG_FUNCTION_ARGS)
 	spi_exec(psprintf("DROP TRIGGER IF EXISTS chroma_sync_%d ON %s",
 					  m->mirror_id, qualified_name(relid)), 0, NULL, NULL, SPI_OK_UTILITY);
 	spi_exec(psprintf("DROP TRIGGER IF EXISTS chroma_sync_%d_truncate ON %s",
+					  m->mirror_id, qualified_name(relid)), 0, NULL, NULL, SPI_OK_UTILITY);
+	spi_exec(psprintf("DROP TRIGGER IF EXISTS chroma_sync_%d_flush ON %s",
 					  m->mirror_id, qualified_name(relid)), 0, NULL, NULL, SPI_OK_UTILITY);
 	spi_exec("DELETE FROM chroma_sync.queue WHERE mirror_id = $1", 1, types, values, SPI_OK_DELETE);
 	spi_exec("DELETE FROM chroma_sync.failed WHERE mirror_id = $1", 1, types, values, SPI_OK_DELETE);

@@ -29,6 +29,7 @@
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
+#include "utils/snapmgr.h"
 
 #include "mirror_config.h"
 #include "shared.h"
@@ -49,8 +50,19 @@ typedef struct CaptureInfo
 
 static HTAB *capture_cache = NULL;
 static uint64 capture_cache_generation = 0;
-static SPIPlanPtr insert_plan = NULL;
 static Oid	ext_owner = InvalidOid;
+
+/* Keys buffered by this transaction (see enqueue). */
+typedef struct PendingKey
+{
+	int			mirror_id;
+	int			level;
+	char	   *key;
+} PendingKey;
+
+static PendingKey *pending = NULL;
+static int	npending = 0;
+static int	cap_pending = 0;
 
 /* Mirrors written by the current transaction (chroma_flush refuses to wait on them). */
 #define MAX_TRACKED 64
@@ -59,11 +71,19 @@ static int	xact_nmirrors = 0;
 static bool xact_overflow = false;
 static bool xact_wake = false;
 
+static void flush_pending(void);
+static void capture_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
+									 SubTransactionId parentSubid, void *arg);
+
 static void
 capture_xact_callback(XactEvent event, void *arg)
 {
 	switch (event)
 	{
+		case XACT_EVENT_PRE_COMMIT:
+		case XACT_EVENT_PRE_PREPARE:
+			flush_pending();
+			break;
 		case XACT_EVENT_COMMIT:
 		case XACT_EVENT_PARALLEL_COMMIT:
 			if (xact_wake)
@@ -71,7 +91,10 @@ capture_xact_callback(XactEvent event, void *arg)
 			/* FALLTHROUGH */
 		case XACT_EVENT_ABORT:
 		case XACT_EVENT_PARALLEL_ABORT:
+		case XACT_EVENT_PREPARE:
 			xact_wake = false;
+			pending = NULL;		/* TopTransactionContext is gone */
+			npending = cap_pending = 0;
 			xact_nmirrors = 0;
 			xact_overflow = false;
 			break;
@@ -84,6 +107,7 @@ void
 chroma_trigger_init(void)
 {
 	RegisterXactCallback(capture_xact_callback, NULL);
+	RegisterSubXactCallback(capture_subxact_callback, NULL);
 }
 
 void
@@ -213,33 +237,124 @@ column_changed(HeapTuple oldtup, HeapTuple newtup, TupleDesc td, AttrNumber att)
 	return !datumIsEqual(o, n, a->attbyval, a->attlen);
 }
 
+/*
+ * Keys are buffered per transaction and written to the queue in one statement per
+ * PENDING_FLUSH_AT keys, before a TRUNCATE barrier, and at PRE_COMMIT at the latest:
+ * a bulk write costs one queue INSERT per thousand rows, not one per row. Each key
+ * remembers its subtransaction level, so a rolled-back savepoint drops its keys.
+ */
+#define PENDING_FLUSH_AT 1000
+
+
+static void
+insert_rows(const char *sql, int nargs, Oid *types, Datum *values, const char *nulls)
+{
+	Oid			save_userid;
+	int			save_sec;
+	bool		connected = false;
+
+	bool		pushed = false;
+
+	GetUserIdAndSecContext(&save_userid, &save_sec);
+	SetUserIdAndSecContext(chroma_extension_owner(), save_sec | SECURITY_LOCAL_USERID_CHANGE);
+	/* at PRE_COMMIT no statement is running: give the insert a snapshot */
+	if (!ActiveSnapshotSet())
+	{
+		PushActiveSnapshot(GetTransactionSnapshot());
+		pushed = true;
+	}
+	if (SPI_connect() == SPI_OK_CONNECT)
+		connected = true;
+	if (SPI_execute_with_args(sql, nargs, types, values, nulls, false, 0) != SPI_OK_INSERT)
+		elog(ERROR, "could not insert into chroma_sync.queue");
+	if (connected)
+		SPI_finish();
+	if (pushed)
+		PopActiveSnapshot();
+	SetUserIdAndSecContext(save_userid, save_sec);
+}
+
+static void
+flush_pending(void)
+{
+	Datum	   *ids;
+	Datum	   *keys;
+	Oid			types[2] = {INT4ARRAYOID, TEXTARRAYOID};
+	Datum		values[2];
+	MemoryContext old;
+
+	if (npending == 0)
+		return;
+	old = MemoryContextSwitchTo(TopTransactionContext);
+	ids = palloc_array(Datum, npending);
+	keys = palloc_array(Datum, npending);
+	for (int i = 0; i < npending; i++)
+	{
+		ids[i] = Int32GetDatum(pending[i].mirror_id);
+		keys[i] = CStringGetTextDatum(pending[i].key);
+	}
+	values[0] = PointerGetDatum(construct_array(ids, npending, INT4OID, 4, true, TYPALIGN_INT));
+	values[1] = PointerGetDatum(construct_array(keys, npending, TEXTOID, -1, false, TYPALIGN_INT));
+	MemoryContextSwitchTo(old);
+	npending = 0;
+	insert_rows("INSERT INTO chroma_sync.queue (mirror_id, key) "
+				"SELECT m, k FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2)) AS u(m, k)",
+				2, types, values, NULL);
+}
+
 static void
 enqueue(int mirror_id, const char *key)
 {
-	Datum		values[2];
-	char		nulls[2] = {' ', ' '};
-	values[0] = Int32GetDatum(mirror_id);
-	if (key)
-		values[1] = CStringGetTextDatum(key);
-	else
-	{
-		values[1] = (Datum) 0;
-		nulls[1] = 'n';
-	}
-
-	if (insert_plan == NULL)
-	{
-		Oid			types[2] = {INT4OID, TEXTOID};
-		SPIPlanPtr	p = SPI_prepare("INSERT INTO chroma_sync.queue (mirror_id, key) VALUES ($1, $2)",
-									2, types);
-
-		if (p == NULL || SPI_keepplan(p) != 0)
-			elog(ERROR, "could not prepare the queue insert");
-		insert_plan = p;
-	}
-	if (SPI_execute_plan(insert_plan, values, nulls, false, 0) != SPI_OK_INSERT)
-		elog(ERROR, "could not insert into chroma_sync.queue");
 	note_write(mirror_id);
+	if (key == NULL)
+	{
+		Oid			types[1] = {INT4OID};
+		Datum		values[1] = {Int32GetDatum(mirror_id)};
+
+		/* a TRUNCATE barrier: earlier changes first */
+		flush_pending();
+		insert_rows("INSERT INTO chroma_sync.queue (mirror_id, key) VALUES ($1, NULL)",
+					1, types, values, NULL);
+		return;
+	}
+	if (npending == cap_pending)
+	{
+		int			cap = cap_pending ? cap_pending * 2 : 64;
+
+		pending = pending
+			? repalloc(pending, sizeof(PendingKey) * cap)
+			: MemoryContextAlloc(TopTransactionContext, sizeof(PendingKey) * cap);
+		cap_pending = cap;
+	}
+	pending[npending].mirror_id = mirror_id;
+	pending[npending].level = GetCurrentTransactionNestLevel();
+	pending[npending].key = MemoryContextStrdup(TopTransactionContext, key);
+	npending++;
+	if (npending >= PENDING_FLUSH_AT)
+		flush_pending();
+}
+
+static void
+capture_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
+						 SubTransactionId parentSubid, void *arg)
+{
+	int			level = GetCurrentTransactionNestLevel();
+
+	if (event == SUBXACT_EVENT_ABORT_SUB)
+	{
+		int			k = 0;
+
+		for (int i = 0; i < npending; i++)
+			if (pending[i].level < level)
+				pending[k++] = pending[i];
+		npending = k;
+	}
+	else if (event == SUBXACT_EVENT_COMMIT_SUB)
+	{
+		for (int i = 0; i < npending; i++)
+			if (pending[i].level >= level)
+				pending[i].level = level - 1;
+	}
 }
 
 static char *
@@ -305,7 +420,9 @@ capture_row(TriggerData *trigdata, CaptureInfo *ci, int mirror_id)
 
 	if (TRIGGER_FIRED_BY_TRUNCATE(ev))
 		enqueue(mirror_id, NULL);
-	else if (TRIGGER_FIRED_FOR_ROW(ev))
+	else if (!TRIGGER_FIRED_FOR_ROW(ev))
+		flush_pending();		/* end of statement: the queue shows this statement's keys */
+	else
 	{
 		bool		isnull;
 		char	   *key;
