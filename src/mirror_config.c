@@ -11,6 +11,7 @@
 #include "lib/stringinfo.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/guc.h"
 #include "utils/lsyscache.h"
 #include "utils/uuid.h"
 
@@ -235,4 +236,18 @@ char *
 mirror_system_identifier(void)
 {
 	return psprintf(UINT64_FORMAT, GetSystemIdentifier());
+}
+
+void
+mirror_fix_render_settings(void)
+{
+	static const char *const settings[][2] = {
+		{"TimeZone", "UTC"},
+		{"IntervalStyle", "postgres"},
+		{"extra_float_digits", "1"},
+	};
+
+	for (int i = 0; i < lengthof(settings); i++)
+		(void) set_config_option(settings[i][0], settings[i][1], PGC_USERSET, PGC_S_SESSION,
+								 GUC_ACTION_SAVE, true, 0, false);
 }

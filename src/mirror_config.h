@@ -57,6 +57,14 @@ extern char *mirror_key_type_sql(MirrorConfig *m);
 /* Text form of a key value (the Chroma id): the type's output function. */
 extern char *mirror_key_text(Oid key_type, Datum value);
 
+/*
+ * Fixes the settings that change how column values render as metadata (TimeZone for
+ * timestamptz, IntervalStyle, extra_float_digits), so that the worker and
+ * chroma_verify, in any session, render the same metadata. Inside a GUC nest level
+ * (NewGUCNestLevel) the caller's values come back with AtEOXact_GUC.
+ */
+extern void mirror_fix_render_settings(void);
+
 /* This cluster's system identifier as text. */
 extern char *mirror_system_identifier(void);
 

@@ -12,6 +12,7 @@
 #include "miscadmin.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/guc.h"
 #include "utils/hsearch.h"
 #include "utils/jsonb.h"
 #include "utils/lsyscache.h"
@@ -60,6 +61,7 @@ chroma_verify(PG_FUNCTION_ARGS)
 	HTAB	   *table;
 	HASHCTL		ctl;
 	int64		nrows = 0;
+	int			guc_level;
 	int64		missing = 0;
 	int64		extra = 0;
 	int64		different = 0;
@@ -95,6 +97,9 @@ chroma_verify(PG_FUNCTION_ARGS)
 	/* the table, read with the mirror owner's rights like the worker */
 	emb = get_attname(m->relid, m->embedding_attnum, false);
 	SPI_connect();
+	/* metadata rendered as the worker renders it, whatever this session's settings */
+	guc_level = NewGUCNestLevel();
+	mirror_fix_render_settings();
 	SetUserIdAndSecContext(m->owner, save_sec | SECURITY_LOCAL_USERID_CHANGE);
 	/* a row whose id is NULL (a nullable unique id_column) is not in the collection */
 	if (SPI_execute(mirror_select_sql(m, psprintf("WHERE %s IS NOT NULL AND %s IS NOT NULL",
@@ -102,6 +107,7 @@ chroma_verify(PG_FUNCTION_ARGS)
 					true, 0) != SPI_OK_SELECT)
 		elog(ERROR, "could not read the mirrored table");
 	SetUserIdAndSecContext(save_user, save_sec);
+	AtEOXact_GUC(true, guc_level);
 	for (uint64 r = 0; r < SPI_processed; r++)
 	{
 		HeapTuple	tup = SPI_tuptable->vals[r];

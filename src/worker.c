@@ -457,6 +457,7 @@ chroma_worker_main(Datum arg)
 	BackgroundWorkerUnblockSignals();
 	BackgroundWorkerInitializeConnectionByOid(dboid, InvalidOid, 0);
 	pgstat_report_appname("chroma_sync worker");
+	mirror_fix_render_settings();
 
 	/* exactly one worker per database: claim the slot or leave */
 	LWLockAcquire(chroma_shared->lock, LW_EXCLUSIVE);
