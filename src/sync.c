@@ -71,6 +71,7 @@ typedef struct SendResult
 {
 	SendOutcome outcome;
 	bool		outcome_unknown;
+	bool		collection_gone;	/* 404: look the collection up again on resume */
 	char	   *message;
 	uint64		acknowledged;
 } SendResult;
@@ -382,6 +383,7 @@ classify(ChromaResponse *resp, SendResult *res)
 			return SEND_OK;
 		case CHROMA_FATAL:
 			res->outcome = SEND_STOP;
+			res->collection_gone = (resp->http.status == 404);
 			res->message = psprintf("HTTP %ld %s: %s", resp->http.status,
 									resp->error_name ? resp->error_name : "",
 									resp->message ? resp->message : "");
@@ -590,9 +592,17 @@ send_failed(MirrorConfig *m, MirrorState *st, Batch *b, SendResult *res, Timesta
 	if (res->outcome == SEND_STOP)
 	{
 		record_error(m, res->message, true);
+		if (res->collection_gone)
+		{
+			begin_txn();
+			exec(psprintf("UPDATE chroma_sync.mirror SET collection_id = NULL WHERE mirror_id = %d",
+						  m->mirror_id), 0, NULL, NULL, NULL, SPI_OK_UPDATE);
+			end_txn();
+		}
+		/* no catalog access here: we are outside a transaction */
 		ereport(LOG,
-				(errmsg("chroma_sync: mirror of %s into \"%s\" paused: %s",
-						get_rel_name(m->relid), m->collection, res->message)));
+				(errmsg("chroma_sync: mirror %d into \"%s\" paused: %s",
+						m->mirror_id, m->collection, res->message)));
 		return false;
 	}
 	if (res->outcome_unknown)
