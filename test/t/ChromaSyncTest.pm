@@ -1,0 +1,326 @@
+# Shared helpers of the mirror TAP tests (test/t/0*_mirror_*.pl).
+#
+#   my $node = new_node('name', conf => "extra = 'lines'");   # started, extension created
+#   make_table($node, 'docs', rows => 1000, dim => 8);
+#   fresh_collection($node, 'docs_t010');                      # deleted if it exists
+#   mirror($node, 'docs', 'docs_t010');
+#   assert_equal($node, 'docs', 'docs_t010');                  # flush, verify, bytes both ways
+#
+# The tables all have the same shape: id int primary key, embedding real[], doc text,
+# meta jsonb; mirrors send doc as the document and meta's top-level keys as metadata.
+package ChromaSyncTest;
+
+use strict;
+use warnings;
+
+use Exporter 'import';
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(sleep time);
+
+our @EXPORT = qw(new_node make_table fresh_collection mirror assert_equal
+  wait_for poll_query status_row worker_pid wait_for_new_worker
+  log_offset assert_no_crash diagnostics chroma_stop chroma_start set_conf);
+
+my $url = $ENV{CHROMA_URL}
+  or BAIL_OUT('CHROMA_URL is not set: run the TAP tests through test/run_all.sh');
+
+# A started cluster with chroma_sync preloaded and the extension created in "postgres".
+sub new_node
+{
+	my ($name, %opt) = @_;
+	my $node = PostgreSQL::Test::Cluster->new($name);
+	$node->init;
+	$node->append_conf(
+		'postgresql.conf', qq{
+shared_preload_libraries = 'chroma_sync'
+chroma_sync.url = '$url'
+chroma_sync.retry_max_delay = 2000
+log_line_prefix = '%m [%p] %b '
+} . ($opt{conf} // ''));
+	$node->start;
+	$node->safe_psql('postgres', 'CREATE EXTENSION chroma_sync');
+	return $node;
+}
+
+# Changes a sighup setting with ALTER SYSTEM and waits until this session sees it.
+sub set_conf
+{
+	my ($node, $name, $value) = @_;
+	$node->safe_psql('postgres', "ALTER SYSTEM SET $name = '$value'");
+	$node->safe_psql('postgres', 'SELECT pg_reload_conf()');
+	# the postmaster signals its children asynchronously: give them a moment
+	wait_for("$name = $value", 10,
+		sub { $node->safe_psql('postgres', "SHOW $name") eq $value });
+	sleep 0.5;
+}
+
+# The SQL expression of a deterministic embedding for row number $g (an SQL expression).
+sub embedding_sql
+{
+	my ($g, $dim, $salt) = @_;
+	$salt //= 0;
+	return "ARRAY(SELECT (sin(($g) * 7.31 + d * 1.37 + $salt) * 10)::real "
+	  . "FROM generate_series(1, $dim) d)";
+}
+
+# CREATE TABLE and, with rows => N, N rows (ids from => 1 .. from + N - 1).
+sub make_table
+{
+	my ($node, $table, %opt) = @_;
+	my $dim = $opt{dim} // 8;
+	$node->safe_psql('postgres',
+		"CREATE TABLE $table (id int PRIMARY KEY, embedding real[], doc text, meta jsonb)");
+	insert_rows($node, $table, $opt{from} // 1, $opt{rows}, $dim) if $opt{rows};
+	return;
+}
+
+sub insert_rows
+{
+	my ($node, $table, $from, $n, $dim, $salt) = @_;
+	my $to = $from + $n - 1;
+	my $emb = embedding_sql('g', $dim, $salt);
+	$node->safe_psql('postgres', qq{
+INSERT INTO $table
+SELECT g, $emb,
+	CASE WHEN g % 7 = 0 THEN NULL ELSE 'document ' || g END,
+	jsonb_build_object('n', g, 'even', g % 2 = 0, 'tag', 'k' || (g % 5))
+FROM generate_series($from, $to) g});
+	return;
+}
+
+# Deletes the collection if a previous run left it behind.
+sub fresh_collection
+{
+	my ($node, $name) = @_;
+	$node->safe_psql('postgres', "SELECT chroma_delete_collection('$name', true)");
+	return;
+}
+
+sub mirror
+{
+	my ($node, $table, $collection, %opt) = @_;
+	my $backfill = ($opt{backfill} // 1) ? 'true' : 'false';
+	return $node->safe_psql('postgres', qq{
+SELECT chroma_mirror('$table', collection => '$collection', document_column => 'doc',
+	metadata_columns => '{meta}', backfill => $backfill)});
+}
+
+# wait_for(DESCRIPTION, SECONDS, CODE): calls CODE every 0.3 s until it returns true.
+sub wait_for
+{
+	my ($what, $timeout, $code) = @_;
+	my $deadline = time() + $timeout;
+	while (1)
+	{
+		my $ok = eval { $code->() };
+		return 1 if $ok;
+		if (time() > $deadline)
+		{
+			diag("timed out after ${timeout}s waiting for: $what"
+				  . ($@ ? " (last error: $@)" : ''));
+			return 0;
+		}
+		sleep 0.3;
+	}
+}
+
+# Polls until the query returns $expected; returns true when it did.
+sub poll_query
+{
+	my ($node, $sql, $expected, $timeout) = @_;
+	my $last;
+	my $ok = wait_for("'$sql' returns '$expected'", $timeout // 60,
+		sub { $last = $node->safe_psql('postgres', $sql); $last eq $expected });
+	diag("last result: " . ($last // '(none)')) unless $ok;
+	return $ok;
+}
+
+# One column of the mirror's status row.
+sub status_row
+{
+	my ($node, $table, $column) = @_;
+	return $node->safe_psql('postgres',
+		"SELECT $column FROM chroma_sync.status WHERE source = '$table'::regclass");
+}
+
+sub worker_pid
+{
+	my ($node) = @_;
+	return $node->safe_psql('postgres',
+		"SELECT pid FROM pg_stat_activity WHERE backend_type = 'chroma_sync worker'");
+}
+
+# Waits until a worker other than $old runs; returns its pid (or '' on timeout).
+sub wait_for_new_worker
+{
+	my ($node, $old, $timeout) = @_;
+	my $pid = '';
+	wait_for("a new chroma_sync worker", $timeout // 30, sub {
+		$pid = worker_pid($node);
+		$pid ne '' && $pid ne $old;
+	});
+	return $pid;
+}
+
+# The server log's current length: log_offset, then assert_no_crash from there.
+sub log_offset
+{
+	my ($node) = @_;
+	return -s $node->logfile // 0;
+}
+
+# Fails when the server log shows a crash (a child killed by a signal, or a restart of
+# all processes) since $offset.
+sub assert_no_crash
+{
+	my ($node, $offset, $name) = @_;
+	my $log = slurp_file($node->logfile, $offset // 0);
+	my @hits = grep {
+		/was terminated by signal|server process .* terminated|terminating any other active server processes|all server processes terminated/
+	} split /\n/, $log;
+	ok(!@hits, $name // 'no crash recovery happened')
+	  or diag("crash lines in the server log:\n" . join("\n", @hits[0 .. ($#hits < 9 ? $#hits : 9)]));
+	return !@hits;
+}
+
+# Prints what helps on a failure: status, failed rows, the worker, the log's tail.
+sub diagnostics
+{
+	my ($node) = @_;
+	my ($ret, $out, $err);
+	($ret, $out, $err) = $node->psql('postgres',
+		'SELECT source, collection, state, pending, failed, synced, last_error, lag, backfill_sent, backfill_total FROM chroma_sync.status',
+		extra_params => [ '-P', 'format=aligned', '-P', 'footer=off' ]);
+	diag("chroma_sync.status:\n$out$err");
+	($ret, $out, $err) = $node->psql('postgres',
+		'SELECT source, id, error, attempts FROM chroma_sync.failed ORDER BY 1, 2 LIMIT 20',
+		extra_params => [ '-P', 'format=aligned', '-P', 'footer=off' ]);
+	diag("chroma_sync.failed (first 20):\n$out$err");
+	($ret, $out, $err) = $node->psql('postgres',
+		"SELECT pid, state, wait_event, query FROM pg_stat_activity WHERE backend_type LIKE 'chroma_sync%'",
+		extra_params => [ '-P', 'format=aligned', '-P', 'footer=off' ]);
+	diag("chroma_sync processes:\n$out$err");
+	my @log = split /\n/, slurp_file($node->logfile);
+	my $from = @log > 60 ? @log - 60 : 0;
+	diag("last lines of the server log:\n" . join("\n", @log[ $from .. $#log ]));
+	return;
+}
+
+# The rows of the table (with an embedding) and the records of the collection, keyed by id,
+# as "embedding bytes (float4send, hex) | document | metadata" for the comparison.
+my $compare_sql = q{
+WITH t AS (
+	SELECT id::text AS id,
+		(SELECT string_agg(encode(float4send(x), 'hex'), '' ORDER BY o)
+			FROM unnest(embedding) WITH ORDINALITY u(x, o)) AS emb,
+		doc, NULLIF(jsonb_strip_nulls(meta), '{}'::jsonb) AS meta
+	FROM %TABLE% WHERE embedding IS NOT NULL %EXCLUDE%),
+c AS (
+	SELECT id,
+		(SELECT string_agg(encode(float4send(x), 'hex'), '' ORDER BY o)
+			FROM unnest(embedding) WITH ORDINALITY u(x, o)) AS emb,
+		document AS doc, NULLIF(metadata, '{}'::jsonb) AS meta
+	FROM chroma_get('%COLL%')),
+j AS (
+	SELECT t.id AS tid, c.id AS cid, t.emb AS temb, c.emb AS cemb, t.doc AS tdoc,
+		c.doc AS cdoc, t.meta AS tmeta, c.meta AS cmeta
+	FROM t FULL JOIN c ON t.id = c.id)
+};
+
+# Flush, chroma_verify and a byte comparison through chroma_get, both ways.
+# Options: exclude_failed => 1 leaves rows listed in chroma_sync.failed out (they are
+# expected to be missing from Chroma); timeout => seconds for chroma_flush.
+sub assert_equal
+{
+	my ($node, $table, $collection, %opt) = @_;
+	my $name = $opt{name} // "$table = $collection";
+	my $timeout = $opt{timeout} // 120;
+	my $all = 1;
+
+	my $flushed = $node->safe_psql('postgres',
+		"SELECT chroma_flush('$table', interval '$timeout seconds')",
+		timeout => $timeout + 30);
+	$all &= is($flushed, 't', "$name: chroma_flush returns true");
+
+	my $nfailed = $node->safe_psql('postgres',
+		"SELECT count(*) FROM chroma_sync.failed WHERE source = '$table'::regclass");
+	my $rows = $node->safe_psql('postgres',
+		"SELECT count(*) FROM $table WHERE embedding IS NOT NULL");
+	my $missing = $opt{exclude_failed} ? $nfailed : 0;
+	my $verify = $node->safe_psql('postgres',
+		"SELECT rows, missing, extra, different FROM chroma_verify('$table')");
+	$all &= is($verify, "$rows|$missing|0|0",
+		"$name: chroma_verify reports $rows rows, $missing missing, 0 extra, 0 different");
+
+	my $sql = $compare_sql;
+	my $exclude = $opt{exclude_failed}
+	  ? "AND id::text NOT IN (SELECT f.id FROM chroma_sync.failed f WHERE f.source = '$table'::regclass)"
+	  : '';
+	$sql =~ s/%TABLE%/$table/g;
+	$sql =~ s/%COLL%/$collection/g;
+	$sql =~ s/%EXCLUDE%/$exclude/g;
+	my $counts = $node->safe_psql('postgres', $sql . q{
+SELECT count(*) FILTER (WHERE cid IS NULL),
+	count(*) FILTER (WHERE tid IS NULL),
+	count(*) FILTER (WHERE tid = cid AND temb IS DISTINCT FROM cemb),
+	count(*) FILTER (WHERE tid = cid AND tdoc IS DISTINCT FROM cdoc),
+	count(*) FILTER (WHERE tid = cid AND tmeta IS DISTINCT FROM cmeta),
+	count(*) FILTER (WHERE tid = cid)
+FROM j}, timeout => 300);
+	my $expect = $rows - $missing;
+	my $same = is($counts, "0|0|0|0|0|$expect",
+		"$name: chroma_get matches the table both ways (only in table | only in Chroma | "
+		  . "embedding bytes | document | metadata differ | matched)");
+	$all &= $same;
+	unless ($same)
+	{
+		diag("first differences (id in table | id in Chroma | table | Chroma):\n"
+			  . $node->safe_psql('postgres', $sql . q{
+SELECT tid, cid, concat_ws(' ', temb, tdoc, tmeta), concat_ws(' ', cemb, cdoc, cmeta)
+FROM j WHERE cid IS NULL OR tid IS NULL OR temb IS DISTINCT FROM cemb
+	OR tdoc IS DISTINCT FROM cdoc OR tmeta IS DISTINCT FROM cmeta
+ORDER BY coalesce(tid, cid) LIMIT 10}, timeout => 300));
+	}
+	diagnostics($node) unless $all;
+	return $all;
+}
+
+# Chroma control (the server the harness started for the TAP tests).
+my $chroma_down = 0;
+
+sub chroma_stop
+{
+	my $pid = $ENV{CHROMA_PID} or BAIL_OUT('CHROMA_PID is not set');
+	system('bash', $ENV{CHROMA_CTL}, 'stop', $pid) == 0
+	  or BAIL_OUT("could not stop the Chroma server (pid $pid)");
+	$chroma_down = 1;
+	return;
+}
+
+# Starts the server again on the same port and data directory; returns its pid.
+sub chroma_start
+{
+	my $kind = $ENV{CHROMA_SERVER} // 'old';
+	my $pid = `bash "$ENV{CHROMA_CTL}" start $kind "$ENV{CHROMA_DATA_DIR}" $ENV{CHROMA_PORT} "$ENV{CHROMA_LOG}"`;
+	chomp $pid;
+	BAIL_OUT("could not restart the Chroma server on port $ENV{CHROMA_PORT}")
+	  unless $? == 0 && $pid =~ /^\d+$/;
+	$ENV{CHROMA_PID} = $pid;
+	$chroma_down = 0;
+	return $pid;
+}
+
+# A test that dies while Chroma is down leaves it running for the next test.
+END
+{
+	my $rc = $?;
+	if ($chroma_down)
+	{
+		eval { chroma_start() };
+	}
+	$? = $rc;
+}
+
+1;
