@@ -247,7 +247,7 @@ mirror_fix_render_settings(void)
 		{"extra_float_digits", "1"},
 	};
 
-	for (int i = 0; i < lengthof(settings); i++)
+	for (size_t i = 0; i < lengthof(settings); i++)
 		(void) set_config_option(settings[i][0], settings[i][1], PGC_USERSET, PGC_S_SESSION,
 								 GUC_ACTION_SAVE, true, 0, false);
 }
