@@ -60,13 +60,14 @@ FROM (VALUES ('chroma_sync.batch_size', '50'),
 ORDER BY name;
 RESET ROLE;
 
--- No function of the extension is executable without a GRANT (trigger functions
--- cannot be called directly) ...
+-- No function the extension puts in its schema is executable without a GRANT
+-- (internal helpers live in schema chroma_sync) ...
 SELECT p.oid::regprocedure AS function
 FROM pg_depend AS d JOIN pg_proc AS p ON p.oid = d.objid
+	JOIN pg_namespace AS n ON n.oid = p.pronamespace
 WHERE d.refclassid = 'pg_extension'::regclass AND d.classid = 'pg_proc'::regclass
 	AND d.refobjid = (SELECT oid FROM pg_extension WHERE extname = 'chroma_sync')
-	AND d.deptype = 'e' AND p.prorettype <> 'trigger'::regtype
+	AND d.deptype = 'e' AND n.nspname <> 'chroma_sync'
 	AND has_function_privilege('regress_cs_user', p.oid, 'EXECUTE')
 ORDER BY 1::text;
 
