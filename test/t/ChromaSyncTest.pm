@@ -296,6 +296,8 @@ sub chroma_stop
 	system('bash', $ENV{CHROMA_CTL}, 'stop', $pid) == 0
 	  or BAIL_OUT("could not stop the Chroma server (pid $pid)");
 	$chroma_down = 1;
+	BAIL_OUT("a Chroma server still answers on port $ENV{CHROMA_PORT} after stopping pid $pid")
+	  if system("curl -sf --max-time 2 http://127.0.0.1:$ENV{CHROMA_PORT}/api/v2/heartbeat >/dev/null 2>&1") == 0;
 	return;
 }
 
