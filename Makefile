@@ -20,7 +20,8 @@ OBJS = \
 	src/sync.o \
 	src/worker.o \
 	src/verify.o \
-	src/ddl.o
+	src/ddl.o \
+	src/ownership.o
 
 DATA = sql/chroma_sync--0.1.sql
 

@@ -164,12 +164,16 @@ CREATE FUNCTION chroma_sync.capture() RETURNS trigger
 CREATE FUNCTION chroma_mirror(source regclass, collection text DEFAULT NULL,
 	id_column name DEFAULT NULL, embedding_column name DEFAULT 'embedding',
 	document_column name DEFAULT NULL, metadata_columns name[] DEFAULT NULL,
-	backfill boolean DEFAULT true) RETURNS uuid
+	backfill boolean DEFAULT true, adopt boolean DEFAULT false) RETURNS uuid
 	AS 'MODULE_PATHNAME', 'chroma_mirror' LANGUAGE C VOLATILE;
 
 CREATE FUNCTION chroma_unmirror(source regclass, drop_collection boolean DEFAULT false,
 	collection text DEFAULT NULL) RETURNS void
 	AS 'MODULE_PATHNAME', 'chroma_unmirror' LANGUAGE C VOLATILE;
+
+-- Takes over the mirror's collection for this database (a restored copy) and resends all.
+CREATE FUNCTION chroma_adopt(source regclass, collection text DEFAULT NULL) RETURNS void
+	AS 'MODULE_PATHNAME', 'chroma_adopt' LANGUAGE C VOLATILE;
 
 CREATE FUNCTION chroma_pause(source regclass, collection text DEFAULT NULL) RETURNS void
 	AS 'MODULE_PATHNAME', 'chroma_pause' LANGUAGE C VOLATILE;
@@ -193,7 +197,8 @@ CREATE FUNCTION chroma_retry_failed(source regclass DEFAULT NULL, collection tex
 	AS 'MODULE_PATHNAME', 'chroma_retry_failed' LANGUAGE C VOLATILE;
 
 REVOKE EXECUTE ON FUNCTION
-	chroma_mirror(regclass, text, name, name, name, name[], boolean),
+	chroma_mirror(regclass, text, name, name, name, name[], boolean, boolean),
+	chroma_adopt(regclass, text),
 	chroma_unmirror(regclass, boolean, text),
 	chroma_pause(regclass, text), chroma_resume(regclass, text),
 	chroma_flush(regclass, interval, text), chroma_resync(regclass, text),

@@ -510,3 +510,18 @@ chroma_api_delete_collection(const char *name, bool missing_ok)
 		chroma_raise(&resp, psprintf("delete collection \"%s\"", name));
 	return true;
 }
+
+void
+chroma_api_set_collection_metadata(const char *collection_id, Jsonb *metadata)
+{
+	StringInfoData s;
+	ChromaResponse resp;
+	char	   *m = JsonbToCString(NULL, &metadata->root, VARSIZE(metadata));
+
+	initStringInfo(&s);
+	appendStringInfoString(&s, "{\"new_metadata\":");
+	appendStringInfoString(&s, pg_server_to_any(m, strlen(m), PG_UTF8));
+	appendStringInfoChar(&s, '}');
+	chroma_call_or_raise("PUT", psprintf("%s/%s", chroma_collections_url(), collection_id),
+						 s.data, s.len, &resp, "update collection metadata");
+}

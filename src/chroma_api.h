@@ -80,6 +80,8 @@ extern bool chroma_api_get_collection(const char *name, ChromaCollection *out, b
 extern void chroma_api_create_collection(const char *name, Jsonb *metadata, const char *space,
 									 bool get_or_create, ChromaCollection *out);
 extern bool chroma_api_delete_collection(const char *name, bool missing_ok);
+/* Replaces the collection's metadata (Chroma's update replaces, it does not merge). */
+extern void chroma_api_set_collection_metadata(const char *collection_id, Jsonb *metadata);
 extern void chroma_parse_collection(Jsonb *obj, ChromaCollection *out);
 
 /* Helpers for reading parsed responses. */

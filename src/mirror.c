@@ -33,11 +33,13 @@
 
 #include "chroma_api.h"
 #include "mirror_config.h"
+#include "ownership.h"
 #include "shared.h"
 #include "trigger.h"
 
 PG_FUNCTION_INFO_V1(chroma_mirror);
 PG_FUNCTION_INFO_V1(chroma_unmirror);
+PG_FUNCTION_INFO_V1(chroma_adopt);
 PG_FUNCTION_INFO_V1(chroma_pause);
 PG_FUNCTION_INFO_V1(chroma_resume);
 PG_FUNCTION_INFO_V1(chroma_flush);
@@ -200,6 +202,7 @@ chroma_mirror(PG_FUNCTION_ARGS)
 	char	   *embedding_column = PG_ARGISNULL(3) ? NULL : NameStr(*PG_GETARG_NAME(3));
 	char	   *document_column = PG_ARGISNULL(4) ? NULL : NameStr(*PG_GETARG_NAME(4));
 	bool		backfill = PG_ARGISNULL(6) ? true : PG_GETARG_BOOL(6);
+	bool		adopt = PG_NARGS() > 7 && !PG_ARGISNULL(7) && PG_GETARG_BOOL(7);
 	AttrNumber	id_att;
 	AttrNumber	emb_att;
 	AttrNumber	doc_att = 0;
@@ -305,6 +308,7 @@ chroma_mirror(PG_FUNCTION_ARGS)
 
 	/* The collection (network): created if missing, its dimension fixes the mirror's. */
 	chroma_api_create_collection(collection, NULL, NULL, true, &coll);
+	ownership_claim(&coll, ownership_tag(mirror_system_identifier(), MyDatabaseId, relid), adopt);
 
 	{
 		Oid			types[12] = {OIDOID, TEXTOID, TEXTOID, INT2ARRAYOID, INT2OID, INT2OID,
@@ -708,4 +712,47 @@ chroma_retry_failed(PG_FUNCTION_ARGS)
 	restore_user(&su);
 	chroma_wake_at_commit();
 	PG_RETURN_INT64(count);
+}
+
+Datum
+chroma_adopt(PG_FUNCTION_ARGS)
+{
+	Oid			relid;
+	MirrorConfig *m;
+	SavedUser	su;
+	ChromaCollection coll;
+	char	   *sysid = mirror_system_identifier();
+
+	if (PG_ARGISNULL(0))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("source must not be null")));
+	relid = PG_GETARG_OID(0);
+	check_owner(relid, GetUserId());
+	become_extension_owner(&su);
+	m = mirror_lookup(relid, optional_text(fcinfo, 1));
+	restore_user(&su);
+
+	chroma_api_create_collection(m->collection, NULL, NULL, true, &coll);
+	ownership_claim(&coll, ownership_tag(sysid, MyDatabaseId, relid), true);
+
+	become_extension_owner(&su);
+	SPI_connect();
+	{
+		Oid			types[4] = {INT4OID, TEXTOID, OIDOID, TEXTOID};
+		Datum		values[4] = {Int32GetDatum(m->mirror_id), CStringGetTextDatum(sysid),
+		ObjectIdGetDatum(MyDatabaseId), CStringGetTextDatum(coll.id)};
+
+		/* this database now writes the collection: send everything, delete strays */
+		spi_exec("UPDATE chroma_sync.mirror SET system_identifier = $2, database_oid = $3, "
+				 "collection_id = $4::uuid, paused = false, paused_reason = NULL, in_error = false, "
+				 "last_error = NULL, last_error_at = NULL, backfill_done = false, "
+				 "backfill_after = NULL, backfill_sent = 0, reconcile = true WHERE mirror_id = $1",
+				 4, types, values, SPI_OK_UPDATE);
+	}
+	SPI_finish();
+	restore_user(&su);
+	chroma_bump_config();
+	chroma_wake_at_commit();
+	PG_RETURN_VOID();
 }

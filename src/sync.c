@@ -34,6 +34,7 @@
 #include "response.h"
 #include "shared.h"
 #include "sync.h"
+#include "ownership.h"
 
 int			chroma_test_stall_ms = 0;
 int			chroma_retry_max_delay_ms = 60000;
@@ -1006,8 +1007,28 @@ ensure_collection(MirrorConfig *m, MirrorState *st, TimestampTz *wake_at)
 	ChromaCollection coll;
 
 	if (m->collection_id != NULL)
+	{
+		/* now and then: has another mirror adopted the collection? */
+		if (st->owner_checked_at == 0 ||
+			TimestampDifferenceExceeds(st->owner_checked_at, GetCurrentTimestamp(), 60000))
+		{
+			char	   *owner;
+			char	   *mine = ownership_tag(m->system_identifier, m->database_oid, m->relid);
+
+			st->owner_checked_at = GetCurrentTimestamp();
+			if (chroma_api_get_collection(m->collection, &coll, true) &&
+				strcmp(coll.id, m->collection_id) == 0 &&
+				(owner = ownership_of(&coll)) != NULL && strcmp(owner, mine) != 0)
+			{
+				record_error(m, psprintf("collection \"%s\" was adopted by another mirror (owner %s); "
+										 "this mirror is paused", m->collection, owner), true);
+				return false;
+			}
+		}
 		return true;
+	}
 	chroma_api_create_collection(m->collection, NULL, NULL, true, &coll);
+	ownership_claim(&coll, ownership_tag(m->system_identifier, m->database_oid, m->relid), false);
 	begin_txn();
 	{
 		Oid			types[2] = {INT4OID, TEXTOID};

@@ -19,6 +19,7 @@ typedef struct MirrorState
 	TimestampTz next_attempt;	/* backoff: not before */
 	int			failures;		/* consecutive transient failures */
 	List	   *unknown_keys;	/* outcome-unknown keys to resend after the next success */
+	TimestampTz owner_checked_at;	/* last check of the collection's owner */
 } MirrorState;
 
 /* Test setting: stall between reading a batch and deleting its entries (ms). */
