@@ -90,8 +90,9 @@ CREATE TABLE chroma_sync.mirror (
 	in_error boolean NOT NULL DEFAULT false,
 	backfill_done boolean NOT NULL DEFAULT false,
 	backfill_after text,				-- watermark: last key of the last page sent
-	backfill_total bigint,
+	backfill_total bigint,				-- rows to send, counted when the backfill starts
 	backfill_sent bigint NOT NULL DEFAULT 0,
+	backfill_started_at timestamptz,
 	reconcile boolean NOT NULL DEFAULT true,	-- after backfill, delete ids the table lacks
 	synced bigint NOT NULL DEFAULT 0,
 	last_sync_at timestamptz,
@@ -153,7 +154,10 @@ SELECT m.source,
 	pg_catalog.now() - (SELECT pg_catalog.min(q.enqueued_at) FROM chroma_sync.queue q
 		WHERE q.mirror_id = m.mirror_id) AS lag,
 	CASE WHEN NOT m.backfill_done THEN m.backfill_sent END AS backfill_sent,
-	CASE WHEN NOT m.backfill_done THEN m.backfill_total END AS backfill_total
+	CASE WHEN NOT m.backfill_done THEN m.backfill_total END AS backfill_total,
+	CASE WHEN NOT m.backfill_done AND m.backfill_started_at < pg_catalog.now() THEN
+		pg_catalog.round((m.backfill_sent / EXTRACT(epoch FROM pg_catalog.now() - m.backfill_started_at))::numeric, 1)
+		END AS backfill_rows_per_second
 FROM chroma_sync.mirror m;
 REVOKE ALL ON chroma_sync.status FROM PUBLIC;
 

@@ -945,8 +945,29 @@ backfill_step(MirrorConfig *m, MirrorState *st, TimestampTz *wake_at)
 
 	begin_txn();
 	if (m->backfill_after == NULL)
+	{
+		/* a (re)started backfill: count what is to send, for progress in status */
+		char	   *emb = get_attname(m->relid, m->embedding_attnum, false);
+		Oid			save_user;
+		int			save_sec;
+		bool		isnull;
+		int64		total;
+
+		GetUserIdAndSecContext(&save_user, &save_sec);
+		SetUserIdAndSecContext(m->owner, save_sec | SECURITY_LOCAL_USERID_CHANGE);
+		exec(psprintf("SELECT pg_catalog.count(*) FROM %s.%s WHERE %s IS NOT NULL",
+					  quote_identifier(get_namespace_name(get_rel_namespace(m->relid))),
+					  quote_identifier(get_rel_name(m->relid)), quote_identifier(emb)),
+			 0, NULL, NULL, NULL, SPI_OK_SELECT);
+		SetUserIdAndSecContext(save_user, save_sec);
+		total = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+		exec(psprintf("UPDATE chroma_sync.mirror SET backfill_total = " INT64_FORMAT ", "
+					  "backfill_sent = 0, backfill_started_at = pg_catalog.now() "
+					  "WHERE mirror_id = %d", total, m->mirror_id),
+			 0, NULL, NULL, NULL, SPI_OK_UPDATE);
 		sql = mirror_select_sql(m, psprintf("WHERE %s IS NOT NULL ORDER BY %s LIMIT %d",
 											mirror_key_sql(m), mirror_key_sql(m), limit));
+	}
 	else
 		sql = mirror_select_sql(m, psprintf("WHERE %s > $1::%s ORDER BY %s LIMIT %d",
 											mirror_key_sql(m), mirror_key_type_sql(m),
@@ -973,7 +994,7 @@ backfill_step(MirrorConfig *m, MirrorState *st, TimestampTz *wake_at)
 		else
 			memset(rec, 0, sizeof(*rec));
 	}
-	b.rows_read = (int) n;
+	b.rows_read = b.n;		/* rows with an embedding: what backfill_total counts */
 	if (n > 0 && b.last_key == NULL)
 		b.last_key = MemoryContextStrdup(batch_ctx, SPI_getvalue(SPI_tuptable->vals[n - 1], SPI_tuptable->tupdesc, 1));
 	remember_keys_and_dimension(m, &b, GetMemoryChunkContext(m));
