@@ -52,7 +52,10 @@ sub set_conf
 	$node->safe_psql('postgres', 'SELECT pg_reload_conf()');
 	# the postmaster signals its children asynchronously: give them a moment
 	wait_for("$name = $value", 10,
-		sub { $node->safe_psql('postgres', "SHOW $name") eq $value });
+		sub {
+			$node->safe_psql('postgres', "SELECT setting FROM pg_settings WHERE name = '$name'")
+			  eq $value;
+		});
 	sleep 0.5;
 }
 
