@@ -1,5 +1,5 @@
 EXTENSION = chroma_sync
-EXTVERSION = 0.1
+EXTVERSION = 0.2
 
 MODULE_big = chroma_sync
 OBJS = \
@@ -21,9 +21,10 @@ OBJS = \
 	src/worker.o \
 	src/verify.o \
 	src/ddl.o \
-	src/ownership.o
+	src/ownership.o \
+	src/progress.o
 
-DATA = sql/chroma_sync--0.1.sql
+DATA = sql/chroma_sync--0.1.sql sql/chroma_sync--0.1--0.2.sql
 
 REGRESS = setup server collections records records_bad query upsert_query encoding security metadata_arrays
 REGRESS_OPTS = --inputdir=. --load-extension=chroma_sync

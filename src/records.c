@@ -18,6 +18,7 @@
 
 #include "chroma_api.h"
 #include "chroma_sync.h"
+#include "progress.h"
 #include "records.h"
 
 PG_FUNCTION_INFO_V1(chroma_upsert);
@@ -386,6 +387,7 @@ chroma_upsert_query(PG_FUNCTION_ARGS)
 	int64		pos = 1;
 	bool		arrays;
 	int			fetch;
+	UpsertProgress progress;
 
 	if (PG_ARGISNULL(1))
 		ereport(ERROR,
@@ -411,6 +413,7 @@ chroma_upsert_query(PG_FUNCTION_ARGS)
 				 errmsg("query does not return rows"),
 				 errhint("Pass a SELECT (or another statement that returns rows).")));
 	portal = SPI_cursor_open(NULL, plan, NULL, NULL, true);
+	progress_begin(&progress, collection);
 	/* Check the columns before the first fetch, so a query with no rows is checked too. */
 	find_query_columns(portal->tupDesc, &qc);
 
@@ -434,9 +437,15 @@ chroma_upsert_query(PG_FUNCTION_ARGS)
 		SPI_freetuptable(SPI_tuptable);
 		pos += nrows;
 		cur ^= 1;
+		progress_update(&progress, (int64) sender.sent);
 		CHECK_FOR_INTERRUPTS();
 	}
 	SPI_cursor_close(portal);
 	SPI_finish();
-	PG_RETURN_INT64((int64) record_sender_finish(&sender));
+	{
+		int64		sent = (int64) record_sender_finish(&sender);
+
+		progress_end(&progress);
+		PG_RETURN_INT64(sent);
+	}
 }

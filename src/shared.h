@@ -35,6 +35,18 @@ typedef struct DbWorkerSlot
 	uint64		starts;			/* how often a worker was started (tests) */
 } DbWorkerSlot;
 
+/* A running chroma_upsert_query, for chroma_sync.upsert_progress. */
+#define CHROMA_MAX_PROGRESS 32
+
+typedef struct ProgressSlot
+{
+	pid_t		pid;			/* 0: free */
+	Oid			dboid;
+	char		collection[128];
+	int64		rows_sent;
+	TimestampTz started_at;
+} ProgressSlot;
+
 typedef struct ChromaShared
 {
 	LWLock	   *lock;
@@ -44,6 +56,7 @@ typedef struct ChromaShared
 	pg_atomic_uint64 progress;	/* bumped after every batch a worker completes */
 	ConditionVariable progress_cv;
 	DbWorkerSlot slots[CHROMA_MAX_DATABASES];
+	ProgressSlot progress_slots[CHROMA_MAX_PROGRESS];
 } ChromaShared;
 
 extern ChromaShared *chroma_shared;
