@@ -7,6 +7,7 @@
 # anything failed or broke.
 #
 #   bash test/run_all.sh [--only regress|unit|tap[,...]] [--server old|new]
+#   TAP='03*' bash test/run_all.sh --only tap     (only the matching TAP files)
 #
 # Environment: KEEP=1 leaves the servers (and their data) running for debugging;
 # REGRESS_TIMEOUT, UNIT_TIMEOUT, TAP_TIMEOUT (seconds per suite / per TAP file).
@@ -256,6 +257,9 @@ run_tap() {
 	fi
 	for f in "${files[@]}"; do
 		name=$(basename "$f" .pl)
+		# TAP=pattern runs only the matching test files (e.g. TAP='03*')
+		# shellcheck disable=SC2053
+		[[ -n "${TAP:-}" && $name != $TAP ]] && continue
 		log=$LOG_DIR/tap-$name.log
 		# A test may have stopped or replaced the server: give the next one a running server.
 		if ! curl -sf --max-time 2 "http://127.0.0.1:$TAP_PORT/api/v2/heartbeat" >/dev/null; then

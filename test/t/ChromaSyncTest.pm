@@ -21,7 +21,7 @@ use Time::HiRes qw(sleep time);
 
 our @EXPORT = qw(new_node make_table fresh_collection mirror assert_equal
   wait_for poll_query status_row worker_pid wait_for_new_worker
-  log_offset assert_no_crash diagnostics chroma_stop chroma_start set_conf);
+  log_offset assert_no_crash diagnostics chroma_stop chroma_start set_conf insert_rows);
 
 my $url = $ENV{CHROMA_URL}
   or BAIL_OUT('CHROMA_URL is not set: run the TAP tests through test/run_all.sh');
