@@ -1,6 +1,8 @@
 # Chroma is stopped for 20 s while writes continue: the mirror shows state 'error' with the
 # error meanwhile, nothing goes to chroma_sync.failed, and once Chroma is back (same port,
-# same data) the collection catches up and ends equal to the table.
+# same data) the collection catches up and ends equal to the table. Then Chroma hangs
+# (SIGSTOP) with requests in flight: they time out with an unknown outcome, the rows change
+# again, and once Chroma resumes (and applies the stale requests late) the latest state wins.
 use strict;
 use warnings;
 
@@ -60,6 +62,32 @@ is($node->safe_psql('postgres',
 	'syncing|0|0|t', 'the mirror is back to syncing, nothing pending or failed');
 is($node->safe_psql('postgres', 'SELECT count(*) FROM chroma_sync.failed'), '0',
 	'nothing in chroma_sync.failed');
+
+# --- a hung server: requests time out with an unknown outcome
+set_conf($node, 'chroma_sync.timeout', 2000);
+my $cpid = $ENV{CHROMA_PID};
+$node->safe_psql('postgres',
+	q{UPDATE docs SET embedding = '{1,1,1,1,1,1,1,1}', doc = 'stale', meta = '{"stale": true}' WHERE id <= 50});
+is(kill('STOP', $cpid), 1, "Chroma hangs (SIGSTOP to pid $cpid)");
+my $hung = 1;
+ok(poll_query($node,
+		"SELECT state FROM chroma_sync.status WHERE source = 'docs'::regclass", 'error', 30),
+	'the mirror reports an error while Chroma hangs');
+note('last_error while Chroma hangs: ' . status_row($node, 'docs', 'last_error'));
+$node->safe_psql('postgres',
+	q{UPDATE docs SET embedding = '{2,2,2,2,2,2,2,2}', doc = 'latest', meta = '{"latest": true}' WHERE id <= 50});
+sleep 3;
+kill('CONT', $cpid);
+$hung = 0;
+assert_equal($node, 'docs', $coll, name => 'after the hang', timeout => 120);
+is($node->safe_psql('postgres', q{
+SELECT count(*) FROM chroma_get('cs_t012_docs', (SELECT array_agg(id::text) FROM generate_series(1, 50) id))
+WHERE document = 'latest' AND metadata = '{"latest": true}'}),
+	'50', 'the 50 rows changed during the hang have their latest state in Chroma');
+is($node->safe_psql('postgres', 'SELECT count(*) FROM chroma_sync.failed'), '0',
+	'nothing in chroma_sync.failed after the hang');
+
+END { kill('CONT', $cpid) if $hung; }
 
 assert_no_crash($node, $log0);
 $node->stop;
