@@ -89,6 +89,4 @@ is($node->safe_psql('postgres', 'SELECT count(*) FROM chroma_sync.failed'), '0',
 
 END { kill('CONT', $cpid) if $hung; }
 
-assert_no_crash($node, $log0);
-$node->stop;
-done_testing();
+finish($node, $log0);

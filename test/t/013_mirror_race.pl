@@ -104,6 +104,4 @@ set_conf($node, 'chroma_sync.test_stall', 0);
 assert_equal($node, 'docs', $coll, name => 'at the end');
 is($node->safe_psql('postgres', 'SELECT count(*) FROM chroma_sync.failed'), '0',
 	'nothing in chroma_sync.failed');
-assert_no_crash($node, $log0);
-$node->stop;
-done_testing();
+finish($node, $log0);

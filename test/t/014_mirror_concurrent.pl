@@ -58,6 +58,4 @@ assert_equal($node, 'docs', $coll, name => 'after the writers', timeout => 120);
 is($node->safe_psql('postgres',
 		"SELECT pending, failed, lag IS NULL FROM chroma_sync.status WHERE source = 'docs'::regclass"),
 	'0|0|t', 'nothing pending or failed, lag is NULL');
-assert_no_crash($node, $log0);
-$node->stop;
-done_testing();
+finish($node, $log0);

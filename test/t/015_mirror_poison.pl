@@ -103,6 +103,4 @@ assert_equal($node, 'pre', 'cs_t015_pre', exclude_failed => 1, name => 'backfill
 check_failed('pre', 3000, 'backfill');
 fix_poison('pre', 3000, 'backfill');
 
-assert_no_crash($node, $log0);
-$node->stop;
-done_testing();
+finish($node, $log0);

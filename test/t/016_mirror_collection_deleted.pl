@@ -59,6 +59,4 @@ is($node->safe_psql('postgres',
 is($node->safe_psql('postgres', 'SELECT count(*) FROM chroma_sync.failed'), '0',
 	'nothing in chroma_sync.failed');
 
-assert_no_crash($node, $log0);
-$node->stop;
-done_testing();
+finish($node, $log0);

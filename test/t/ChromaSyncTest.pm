@@ -21,7 +21,7 @@ use Time::HiRes qw(sleep time);
 
 our @EXPORT = qw(new_node make_table fresh_collection mirror assert_equal
   wait_for poll_query status_row worker_pid wait_for_new_worker
-  log_offset assert_no_crash diagnostics chroma_stop chroma_start set_conf insert_rows);
+  log_offset assert_no_crash diagnostics chroma_stop chroma_start set_conf insert_rows finish);
 
 my $url = $ENV{CHROMA_URL}
   or BAIL_OUT('CHROMA_URL is not set: run the TAP tests through test/run_all.sh');
@@ -288,6 +288,17 @@ ORDER BY coalesce(tid, cid) LIMIT 10}, timeout => 300));
 	}
 	diagnostics($node) unless $all;
 	return $all;
+}
+
+# The end of a test: no crash since $offset, diagnostics when anything failed, stop.
+sub finish
+{
+	my ($node, $offset) = @_;
+	assert_no_crash($node, $offset);
+	diagnostics($node) unless Test::More->builder->is_passing;
+	$node->stop;
+	done_testing();
+	return;
 }
 
 # Chroma control (the server the harness started for the TAP tests).
