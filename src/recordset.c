@@ -169,6 +169,29 @@ record_set_dedupe(RecordSet *rs)
 	pfree(drop);
 }
 
+/*
+ * An upper bound of the length of s as a JSON string body: 6 bytes for a byte written
+ * as a \u escape, 2 for '"' and '\\'. Short strings take the worst case without looking.
+ */
+static size_t
+json_string_bound(const char *s, size_t len)
+{
+	size_t		sz = len;
+
+	if (len <= 4096)
+		return len * 6;
+	for (size_t i = 0; i < len; i++)
+	{
+		unsigned char c = (unsigned char) s[i];
+
+		if (c < 0x20 || c == 0x7f)
+			sz += 5;
+		else if (c == '"' || c == '\\')
+			sz += 1;
+	}
+	return sz;
+}
+
 /* An upper bound of the bytes one record adds to a body. */
 static size_t
 record_size_bound(const RecordSet *rs, int i, bool base64)
@@ -179,8 +202,10 @@ record_size_bound(const RecordSet *rs, int i, bool base64)
 	if (rs->with_embeddings)
 		sz += base64 ? cs_base64_len((size_t) rs->dim * 4) + 3
 			: (size_t) rs->dim * (CS_FLOAT_MAXLEN + 1) + 2;
-	if (rs->with_documents)
-		sz += 8 + r->document_len * 6;
+	if (rs->with_documents && r->document != NULL)
+		sz += 8 + json_string_bound(r->document, r->document_len);
+	else if (rs->with_documents)
+		sz += 8;
 	if (rs->with_metadatas)
 		sz += 8 + r->metadata_len;
 	return sz;
@@ -257,6 +282,7 @@ record_sender_send(RecordSender *s, RecordSet *rs)
 {
 	int			from = 0;
 	size_t		bytes = 64;
+	size_t	   *sizes;
 
 	if (rs->n == 0)
 		return;
@@ -272,17 +298,21 @@ record_sender_send(RecordSender *s, RecordSet *rs)
 					 errdetail("First mismatching record: %s.", record_describe(rs, 0))));
 	}
 	/* Every record must fit in a request on its own: check before sending any. */
+	sizes = palloc_array(size_t, rs->n);
 	for (int i = 0; i < rs->n; i++)
-		if (record_size_bound(rs, i, s->base64) + 64 > CHROMA_MAX_BODY_BYTES)
+	{
+		sizes[i] = record_size_bound(rs, i, s->base64);
+		if (sizes[i] + 64 > CHROMA_MAX_BODY_BYTES)
 			ereport(ERROR,
 					(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
 					 errmsg("%s is too large to send", record_describe(rs, i)),
 					 errdetail("A request body may hold at most %d MiB.",
 							   CHROMA_MAX_BODY_BYTES / (1024 * 1024))));
+	}
 
 	for (int i = 0; i < rs->n; i++)
 	{
-		size_t		sz = record_size_bound(rs, i, s->base64);
+		size_t		sz = sizes[i];
 
 		if (i > from && (i - from >= s->batch_size || bytes + sz > CHROMA_MAX_BODY_BYTES))
 		{
@@ -293,6 +323,7 @@ record_sender_send(RecordSender *s, RecordSet *rs)
 		bytes += sz;
 	}
 	sender_post(s, rs, from, rs->n);
+	pfree(sizes);
 }
 
 uint64
