@@ -200,4 +200,16 @@ SELECT length(id) AS long_id FROM sem WHERE length(id) > 50;
 SELECT chroma_delete('regress_records_sem', ARRAY['id with spaces', 'ид-юникод-😀', E'quote"back\\slash', repeat('L', 300)]) AS deleted;
 SELECT chroma_count('regress_records_sem') AS count;
 
+-- Large documents: 6 MiB in one record (its JSON is far below the 32 MiB body limit),
+-- and twelve of 3 MiB, which need several requests.
+SELECT chroma_upsert('regress_records_sem', ARRAY['big'], ARRAY[9, 9, 9]::real[],
+	ARRAY[repeat(E'ab"\n', 1536 * 1024)]) AS upserted;
+SELECT length(document) AS length, document = repeat(E'ab"\n', 1536 * 1024) AS identical
+FROM chroma_get('regress_records_sem', ids => ARRAY['big']);
+SELECT chroma_upsert('regress_records_sem', array_agg('big' || i),
+	array_agg(ARRAY[i, i, i]::real[]), array_agg(repeat(chr(64 + i), 3 * 1024 * 1024))) AS upserted
+FROM generate_series(1, 12) AS i;
+SELECT count(*) AS records, bool_and(document = repeat(chr(64 + substr(id, 4)::int), 3 * 1024 * 1024)) AS identical
+FROM chroma_get('regress_records_sem', ids => ARRAY(SELECT 'big' || i FROM generate_series(1, 12) AS i));
+
 SELECT chroma_delete_collection('regress_records_sem');

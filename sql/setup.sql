@@ -4,7 +4,9 @@ SET client_min_messages = warning;
 CREATE EXTENSION IF NOT EXISTS chroma_sync;
 RESET client_min_messages;
 
-SELECT extname, extversion FROM pg_extension WHERE extname = 'chroma_sync';
+SELECT extname, extversion = (SELECT default_version FROM pg_available_extensions
+	WHERE name = 'chroma_sync') AS default_version
+FROM pg_extension WHERE extname = 'chroma_sync';
 
 -- cs_try(sql): runs sql and returns 'ok', or the SQLSTATE and message of its error.
 -- The error is caught in a subtransaction, so a test can go on after it.
