@@ -343,9 +343,10 @@ remember_keys_and_dimension(MirrorConfig *m, Batch *b, MemoryContext keep)
 
 		exec("UPDATE chroma_sync.mirror SET metadata_keys = metadata_keys || $2 WHERE mirror_id = $1",
 			 2, types, values, NULL, SPI_OK_UPDATE);
+		/* explicitly in keep: SPI leaves its own context current, which SPI_finish frees */
 		m->known_keys = repalloc(m->known_keys, sizeof(char *) * (n + list_length(b->new_keys) + 1));
 		foreach(lc, b->new_keys)
-			m->known_keys[n++] = pstrdup((char *) lfirst(lc));
+			m->known_keys[n++] = MemoryContextStrdup(keep, (char *) lfirst(lc));
 		m->nknown = n;
 		MemoryContextSwitchTo(old);
 	}
