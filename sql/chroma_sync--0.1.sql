@@ -138,7 +138,7 @@ REVOKE ALL ON chroma_sync.mirror, chroma_sync.queue, chroma_sync.failed FROM PUB
 CREATE VIEW chroma_sync.status AS
 SELECT m.source,
 	m.collection,
-	CASE WHEN m.paused THEN 'paused'
+	CASE WHEN m.paused OR r.elsewhere THEN 'paused'
 		WHEN m.in_error THEN 'error'
 		WHEN NOT m.backfill_done THEN 'backfilling'
 		ELSE 'syncing' END AS state,
@@ -148,7 +148,10 @@ SELECT m.source,
 		WHERE f.mirror_id = m.mirror_id) AS failed,
 	m.synced,
 	m.last_sync_at,
-	CASE WHEN m.paused AND m.last_error IS NULL THEN m.paused_reason ELSE m.last_error END
+	CASE WHEN r.elsewhere AND NOT m.paused THEN
+			'this mirror was created in another database or cluster (a restored copy?); '
+			'mirror the table into another collection, or take this one over with chroma_adopt()'
+		WHEN m.paused AND m.last_error IS NULL THEN m.paused_reason ELSE m.last_error END
 		AS last_error,
 	m.last_error_at,
 	pg_catalog.now() - (SELECT pg_catalog.min(q.enqueued_at) FROM chroma_sync.queue q
@@ -158,7 +161,14 @@ SELECT m.source,
 	CASE WHEN NOT m.backfill_done AND m.backfill_started_at < pg_catalog.now() THEN
 		pg_catalog.round((m.backfill_sent / EXTRACT(epoch FROM pg_catalog.now() - m.backfill_started_at))::numeric, 1)
 		END AS backfill_rows_per_second
-FROM chroma_sync.mirror m;
+FROM chroma_sync.mirror m,
+	-- a restored copy is paused before its worker has seen it (or when it has no worker)
+	LATERAL (SELECT m.database_oid OPERATOR(pg_catalog.<>) (SELECT d.oid FROM pg_catalog.pg_database d
+				WHERE d.datname OPERATOR(pg_catalog.=) pg_catalog.current_database())
+			OR m.system_identifier OPERATOR(pg_catalog.<>) (SELECT (c.system_identifier::numeric
+					OPERATOR(pg_catalog.+) CASE WHEN c.system_identifier OPERATOR(pg_catalog.<) 0
+						THEN 18446744073709551616 ELSE 0 END)::text	-- unsigned, as the worker prints it
+				FROM pg_catalog.pg_control_system() c) AS elsewhere) r;
 REVOKE ALL ON chroma_sync.status FROM PUBLIC;
 
 -- The trigger: queues (mirror, key) with the extension owner's rights.

@@ -362,7 +362,8 @@ load_mirrors(bool *have_extension)
 					 (m->database_oid != MyDatabaseId || strcmp(m->system_identifier, sysid) != 0))
 				sql = psprintf("UPDATE chroma_sync.mirror SET paused = true, paused_reason = "
 							   "'this mirror was created in another database or cluster (a restored copy?); "
-							   "check its collection, then call chroma_resume()' WHERE mirror_id = %d",
+							   "mirror the table into another collection, or take this one over with chroma_adopt()' "
+							   "WHERE mirror_id = %d",
 							   m->mirror_id);
 			if (sql)
 			{
