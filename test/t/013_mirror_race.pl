@@ -1,6 +1,7 @@
 # Deterministic races: chroma_sync.test_stall holds the worker between reading a batch and
 # sending it; rows changed while their batch is in flight end in Chroma with their latest
-# state (update, delete, NULL embedding, primary-key change, metadata key removed).
+# state (update, delete, NULL embedding, primary-key change, metadata key removed,
+# TRUNCATE).
 use strict;
 use warnings;
 
@@ -99,6 +100,23 @@ for my $v (1 .. 3)
 $node->safe_psql('postgres', q{UPDATE docs SET embedding = '{9,9,9,9,9,9,9,9}', doc = 'last' WHERE id = 5});
 is($node->safe_psql('postgres', "SELECT chroma_flush('docs')"), 't', 'repeated updates: flush');
 like(in_chroma(5), qr/ last /, 'repeated updates: Chroma has the last version');
+
+# --- TRUNCATE while a batch is in flight, then rows written again after it
+$node->safe_psql('postgres', q{UPDATE docs SET doc = 'before truncate' WHERE id IN (6, 7)});
+ok(stalled(), 'truncate: a batch written before the TRUNCATE is in flight');
+$node->safe_psql('postgres', q{
+BEGIN;
+TRUNCATE docs;
+INSERT INTO docs VALUES (7, '{7,7,7,7,7,7,7,7}', 'after truncate', '{"t": 1}'),
+	(70, '{7,0,7,0,7,0,7,0}', 'new after truncate', NULL);
+COMMIT;});
+is($node->safe_psql('postgres', "SELECT chroma_flush('docs')"), 't', 'truncate: flush');
+is($node->safe_psql('postgres', "SELECT string_agg(id, ',' ORDER BY id) FROM chroma_get('$coll')"),
+	'7,70', 'truncate: only the rows written after the TRUNCATE are in Chroma');
+like(in_chroma(7), qr/ after truncate /, 'truncate: row 7 has its state after the TRUNCATE');
+$node->safe_psql('postgres', q{
+INSERT INTO docs SELECT g, ARRAY(SELECT (g * d)::real FROM generate_series(1, 8) d), 'refill ' || g, NULL
+FROM generate_series(1, 5) g});
 
 set_conf($node, 'chroma_sync.test_stall', 0);
 assert_equal($node, 'docs', $coll, name => 'at the end');
