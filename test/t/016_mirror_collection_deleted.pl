@@ -40,6 +40,8 @@ like(status_row($node, 'a', 'last_error'), qr/404|not found/i,
 note('last_error: ' . status_row($node, 'a', 'last_error'));
 is(status_row($node, 'a', 'pending'), '160', 'its changes wait in the queue (pending counts the 160 distinct keys)');
 is(status_row($node, 'a', 'failed'), '0', 'no row of mirror a is blamed (nothing in failed)');
+is($node->safe_psql('postgres', "SELECT chroma_flush('a', interval '1 second')"), 'f',
+	'chroma_flush on the paused mirror returns false at its timeout');
 
 assert_equal($node, 'b', 'cs_t016_b', name => 'mirror b keeps syncing');
 $node->safe_psql('postgres', q{UPDATE b SET meta = '{"after": 1}' WHERE id > 400});
