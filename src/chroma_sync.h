@@ -6,6 +6,8 @@
 
 #include "postgres.h"
 
+#include "utils/array.h"
+
 /* embedding_encoding values */
 typedef enum ChromaEncodingSetting
 {
@@ -32,5 +34,12 @@ extern int	chroma_embedding_encoding;
 
 /* The API key in effect (setting, else the key file's first line); NULL if none. */
 extern const char *chroma_effective_api_key(void);
+
+/* The float4 elements of a real[] without nulls (float4 is a C float). */
+static inline float *
+float4_array_data(ArrayType *a)
+{
+	return (float *) (void *) ARR_DATA_PTR(a);
+}
 
 #endif							/* CHROMA_SYNC_H */

@@ -45,6 +45,35 @@ chroma_metadata_check_key(const char *key, int len, const char *who)
 						len, key, who)));
 }
 
+/*
+ * A whole number beyond int64 (such as a float8 column's 1e+300, which jsonb keeps as
+ * digits) goes out as a float when its significant digits fit a double exactly as a
+ * decimal (at most 15); NULL when it would be rounded.
+ */
+static char *
+whole_number_as_float(const char *txt)
+{
+	const char *p = txt;
+	bool		neg = (*p == '-');
+	int			len;
+	int			sig;
+	double		d;
+
+	if (neg || *p == '+')
+		p++;
+	len = strlen(p);
+	sig = len;
+	while (sig > 1 && p[sig - 1] == '0')
+		sig--;
+	if (sig > 15)
+		return NULL;
+	d = strtod(txt, NULL);
+	if (isinf(d))
+		return NULL;
+	return psprintf("%s%c%s%.*se%d", neg ? "-" : "", p[0], sig > 1 ? "." : ".0",
+					sig - 1, p + 1, len - 1);
+}
+
 void
 chroma_json_numeric(cs_buf *out, Numeric num, const char *key, const char *who)
 {
@@ -62,11 +91,19 @@ chroma_json_numeric(cs_buf *out, Numeric num, const char *key, const char *who)
 		errno = 0;
 		(void) strtoll(txt, &end, 10);
 		if (errno == ERANGE || *end != '\0')
-			ereport(ERROR,
-					(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
-					 errmsg("metadata value \"%s\" of %s is out of range for a 64-bit integer",
-							key, who),
-					 errdetail("Chroma stores whole numbers as 64-bit integers.")));
+		{
+			char	   *f = whole_number_as_float(txt);
+
+			if (f == NULL)
+				ereport(ERROR,
+						(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+						 errmsg("metadata value \"%s\" of %s is out of range for a 64-bit integer",
+								key, who),
+						 errdetail("Chroma stores whole numbers as 64-bit integers, and this one has too many digits for a double precision float.")));
+			cs_buf_puts(out, f);
+			pfree(txt);
+			return;
+		}
 	}
 	else
 	{

@@ -172,6 +172,39 @@ choose_id_column(Relation rel, const char *id_column)
 	return 0;					/* keep compiler quiet */
 }
 
+/*
+ * Ids are the key's text form, computed by the trigger in the writer's session and by
+ * the worker in its own: only types whose text form depends on no setting qualify
+ * (timestamps, dates, floats and intervals change with TimeZone, DateStyle...).
+ */
+static void
+check_key_type(Oid relid, AttrNumber att)
+{
+	Oid			t = getBaseType(get_atttype(relid, att));
+
+	switch (t)
+	{
+		case INT2OID:
+		case INT4OID:
+		case INT8OID:
+		case NUMERICOID:
+		case TEXTOID:
+		case VARCHAROID:
+		case BPCHAROID:
+		case NAMEOID:
+		case UUIDOID:
+		case OIDOID:
+			return;
+		default:
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("id column \"%s\" is of type %s, which cannot be a Chroma id",
+							get_attname(relid, att, false), format_type_be(get_atttype(relid, att))),
+					 errdetail("Ids are the key's text form; the text form of this type depends on settings such as TimeZone or DateStyle."),
+					 errhint("Use an integer, numeric, text or uuid key, or pass id_column naming one.")));
+	}
+}
+
 /* The table's name as the collection's: explain what to do when Chroma would refuse it. */
 static void
 check_default_collection_name(const char *relname)
@@ -251,6 +284,7 @@ chroma_mirror(PG_FUNCTION_ARGS)
 		chroma_check_collection_name(collection);
 
 	id_att = choose_id_column(rel, id_column);
+	check_key_type(relid, id_att);
 	emb_att = column_attnum(relid, embedding_column, "embedding");
 	{
 		Oid			t = get_atttype(relid, emb_att);

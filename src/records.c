@@ -124,7 +124,7 @@ collect_embeddings(ArrayType *emb, RecordSet *rs)
 						 errmsg("embedding of %s has a null at position %d",
 								record_describe(rs, i / dim), i % dim + 1)));
 	}
-	data = (const float *) ARR_DATA_PTR(emb);
+	data = float4_array_data(emb);
 	rs->with_embeddings = true;
 	for (int i = 0; i < n; i++)
 		record_check_embedding(rs, i, data + (size_t) i * dim, dim);
@@ -349,7 +349,7 @@ rows_to_records(SPITupleTable *tt, uint64 nrows, int64 first_pos, QueryColumns *
 			ereport(ERROR,
 					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 					 errmsg("embedding of %s contains a null", record_describe(rs, i))));
-		record_check_embedding(rs, i, (const float *) ARR_DATA_PTR(emb),
+		record_check_embedding(rs, i, float4_array_data(emb),
 							   ARR_NDIM(emb) == 0 ? 0 : ARR_DIMS(emb)[0]);
 
 		if (qc->document > 0)

@@ -14,6 +14,7 @@
 #include <math.h>
 
 #include "access/xact.h"
+#include "utils/resowner.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "mb/pg_wchar.h"
@@ -275,9 +276,9 @@ fill_record(MirrorConfig *m, Batch *b, SyncRecord *r, HeapTuple tup, TupleDesc t
 		r->error = pstrdup("embedding contains a null");
 	else if (dim == 0)
 		r->error = pstrdup("embedding is empty");
-	else if (cs_first_nonfinite((float *) ARR_DATA_PTR(emb), dim) >= 0)
+	else if (cs_first_nonfinite(float4_array_data(emb), dim) >= 0)
 		r->error = psprintf("embedding has a non-finite value (NaN or infinity) at position %d",
-							(int) cs_first_nonfinite((float *) ARR_DATA_PTR(emb), dim) + 1);
+							(int) cs_first_nonfinite(float4_array_data(emb), dim) + 1);
 	else if (b->dim != 0 && dim != b->dim)
 		r->error = psprintf("embedding has %d dimensions; the collection has %d", dim, b->dim);
 	if (r->error)
@@ -286,7 +287,7 @@ fill_record(MirrorConfig *m, Batch *b, SyncRecord *r, HeapTuple tup, TupleDesc t
 		return;
 	}
 	b->dim = dim;
-	r->rec.embedding = (const float *) ARR_DATA_PTR(emb);
+	r->rec.embedding = float4_array_data(emb);
 
 	d = SPI_getbinval(tup, td, 3, &isnull);
 	if (isnull)
@@ -628,6 +629,12 @@ compare_keys(const void *a, const void *b)
 	return strcmp(*(char *const *) a, *(char *const *) b);
 }
 
+static int
+compare_records(const void *a, const void *b)
+{
+	return strcmp(((const SyncRecord *) a)->key, ((const SyncRecord *) b)->key);
+}
+
 /* Deletes every record of the collection, page by page (TRUNCATE barrier). */
 static bool
 clear_collection(MirrorConfig *m, SendResult *res)
@@ -673,6 +680,111 @@ clear_collection(MirrorConfig *m, SendResult *res)
 			return false;
 		}
 		res->acknowledged += rows.n;
+	}
+}
+
+/*
+ * One SELECT of the current rows of keys[0..n) (sorted with compare_keys), filling the
+ * matching b->recs. Runs in a subtransaction: false, with the error's text, when the
+ * SELECT failed (a value that cannot be converted, say), and nothing was filled.
+ */
+static bool
+try_read_rows(MirrorConfig *m, Batch *b, SyncRecord *recs, char **keys, int nkeys,
+			  MemoryContext batch_ctx, char **error)
+{
+	MemoryContext oldctx = CurrentMemoryContext;
+	ResourceOwner oldowner = CurrentResourceOwner;
+	volatile bool ok = true;
+
+	BeginInternalSubTransaction(NULL);
+	MemoryContextSwitchTo(oldctx);
+	PG_TRY();
+	{
+		Datum	   *kd = palloc_array(Datum, nkeys);
+		Oid			types[1] = {TEXTARRAYOID};
+		Datum		values[1];
+		char	   *sql;
+
+		for (int i = 0; i < nkeys; i++)
+			kd[i] = CStringGetTextDatum(keys[i]);
+		values[0] = PointerGetDatum(construct_array(kd, nkeys, TEXTOID, -1, false, TYPALIGN_INT));
+		sql = mirror_select_sql(m, psprintf("WHERE %s = ANY ($1::%s[])", mirror_key_sql(m),
+											mirror_key_type_sql(m)));
+		select_as_owner(m, sql, 1, types, values);
+		for (uint64 r = 0; r < SPI_processed; r++)
+		{
+			HeapTuple	tup = SPI_tuptable->vals[r];
+			char	   *key = SPI_getvalue(tup, SPI_tuptable->tupdesc, 1);
+			char	  **hit = bsearch(&key, keys, nkeys, sizeof(char *), compare_keys);
+
+			if (hit == NULL)
+				continue;		/* the text form did not round-trip: treated as deleted */
+			recs[hit - keys].upsert = true;
+			fill_record(m, b, &recs[hit - keys], tup, SPI_tuptable->tupdesc, batch_ctx);
+		}
+		ReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(oldctx);
+		CurrentResourceOwner = oldowner;
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(batch_ctx);
+		edata = CopyErrorData();
+		FlushErrorState();
+		RollbackAndReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(oldctx);
+		CurrentResourceOwner = oldowner;
+		*error = edata->message;
+		ok = false;
+	}
+	PG_END_TRY();
+	return ok;
+}
+
+/*
+ * Reads the current state of b->recs[0..b->n) (keys sorted with compare_keys). A failing
+ * SELECT is retried key by key, so only the rows that cannot be read fail, with the
+ * database's error as their reason; the others go on.
+ */
+static void
+read_rows(MirrorConfig *m, Batch *b, MemoryContext batch_ctx)
+{
+	char	  **keys = palloc_array(char *, Max(b->n, 1));
+	char	   *error = NULL;
+
+	for (int i = 0; i < b->n; i++)
+		keys[i] = b->recs[i].key;
+	if (!try_read_rows(m, b, b->recs, keys, b->n, batch_ctx, &error))
+	{
+		for (int i = 0; i < b->n; i++)
+		{
+			SyncRecord *r = &b->recs[i];
+
+			memset(&r->rec, 0, sizeof(r->rec));
+			r->upsert = false;
+			r->error = NULL;
+			if (!try_read_rows(m, b, r, &keys[i], 1, batch_ctx, &error))
+			{
+				r->upsert = true;
+				r->error = MemoryContextStrdup(batch_ctx,
+											   psprintf("could not read the row: %s", error));
+			}
+		}
+	}
+	for (int i = 0; i < b->n; i++)
+	{
+		SyncRecord *r = &b->recs[i];
+
+		if (r->rec.id == NULL)
+		{
+			char	   *u = MemoryContextStrdup(batch_ctx,
+												pg_server_to_any(r->key, strlen(r->key), PG_UTF8));
+
+			r->rec.id = u;
+			r->rec.id_len = strlen(u);
+		}
 	}
 }
 
@@ -753,41 +865,7 @@ drain_step(MirrorConfig *m, MirrorState *st, TimestampTz *wake_at)
 		b.recs[i].key = keys[i];
 	b.n = nkeys;
 
-	{
-		Datum	   *kd = palloc_array(Datum, nkeys);
-		Oid			types[1] = {TEXTARRAYOID};
-		Datum		values[1];
-		char	   *sql;
-
-		for (int i = 0; i < nkeys; i++)
-			kd[i] = CStringGetTextDatum(keys[i]);
-		values[0] = PointerGetDatum(construct_array(kd, nkeys, TEXTOID, -1, false, TYPALIGN_INT));
-		sql = mirror_select_sql(m, psprintf("WHERE %s = ANY ($1::%s[])", mirror_key_sql(m),
-											mirror_key_type_sql(m)));
-		select_as_owner(m, sql, 1, types, values);
-		for (uint64 r = 0; r < SPI_processed; r++)
-		{
-			HeapTuple	tup = SPI_tuptable->vals[r];
-			char	   *key = SPI_getvalue(tup, SPI_tuptable->tupdesc, 1);
-			char	  **hit = bsearch(&key, keys, nkeys, sizeof(char *), compare_keys);
-
-			if (hit == NULL)
-				continue;		/* the text form did not round-trip: treated as deleted */
-			b.recs[hit - keys].upsert = true;
-			fill_record(m, &b, &b.recs[hit - keys], tup, SPI_tuptable->tupdesc, batch_ctx);
-		}
-		for (int i = 0; i < nkeys; i++)
-		{
-			if (!b.recs[i].upsert && b.recs[i].rec.id == NULL)
-			{
-				char	   *u = MemoryContextStrdup(batch_ctx,
-													pg_server_to_any(keys[i], strlen(keys[i]), PG_UTF8));
-
-				b.recs[i].rec.id = u;
-				b.recs[i].rec.id_len = strlen(u);
-			}
-		}
-	}
+	read_rows(m, &b, batch_ctx);
 	remember_keys_and_dimension(m, &b, GetMemoryChunkContext(m));
 	end_txn();
 
@@ -966,13 +1044,18 @@ backfill_step(MirrorConfig *m, MirrorState *st, TimestampTz *wake_at)
 					  "backfill_sent = 0, backfill_started_at = pg_catalog.now() "
 					  "WHERE mirror_id = %d", total, m->mirror_id),
 			 0, NULL, NULL, NULL, SPI_OK_UPDATE);
-		sql = mirror_select_sql(m, psprintf("WHERE %s IS NOT NULL ORDER BY %s LIMIT %d",
-											mirror_key_sql(m), mirror_key_sql(m), limit));
+		sql = psprintf("SELECT %s FROM %s.%s WHERE %s IS NOT NULL ORDER BY %s LIMIT %d",
+					   mirror_key_sql(m),
+					   quote_identifier(get_namespace_name(get_rel_namespace(m->relid))),
+					   quote_identifier(get_rel_name(m->relid)),
+					   mirror_key_sql(m), mirror_key_sql(m), limit);
 	}
 	else
-		sql = mirror_select_sql(m, psprintf("WHERE %s > $1::%s ORDER BY %s LIMIT %d",
-											mirror_key_sql(m), mirror_key_type_sql(m),
-											mirror_key_sql(m), limit));
+		sql = psprintf("SELECT %s FROM %s.%s WHERE %s > $1::%s ORDER BY %s LIMIT %d",
+					   mirror_key_sql(m),
+					   quote_identifier(get_namespace_name(get_rel_namespace(m->relid))),
+					   quote_identifier(get_rel_name(m->relid)),
+					   mirror_key_sql(m), mirror_key_type_sql(m), mirror_key_sql(m), limit);
 	{
 		Oid			types[1] = {TEXTOID};
 		Datum		values[1];
@@ -980,24 +1063,27 @@ backfill_step(MirrorConfig *m, MirrorState *st, TimestampTz *wake_at)
 		values[0] = m->backfill_after ? CStringGetTextDatum(m->backfill_after) : (Datum) 0;
 		select_as_owner(m, sql, m->backfill_after ? 1 : 0, types, values);
 	}
+	/* the page's keys in key order: the last one is the next watermark */
 	n = SPI_processed;
 	b.recs = MemoryContextAllocZero(batch_ctx, sizeof(SyncRecord) * Max(n, 1));
 	for (uint64 r = 0; r < n; r++)
+		b.recs[r].key = MemoryContextStrdup(batch_ctx,
+											SPI_getvalue(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, 1));
+	b.n = (int) n;
+	if (n > 0)
+		b.last_key = b.recs[n - 1].key;
+	qsort(b.recs, b.n, sizeof(SyncRecord), compare_records);
+	read_rows(m, &b, batch_ctx);
 	{
-		HeapTuple	tup = SPI_tuptable->vals[r];
-		SyncRecord *rec = &b.recs[b.n];
+		/* rows without an embedding (or gone since) are not sent during a backfill */
+		int			k = 0;
 
-		rec->key = MemoryContextStrdup(batch_ctx, SPI_getvalue(tup, SPI_tuptable->tupdesc, 1));
-		fill_record(m, &b, rec, tup, SPI_tuptable->tupdesc, batch_ctx);
-		b.last_key = rec->key;
-		if (rec->upsert || rec->error)
-			b.n++;				/* rows without an embedding are not sent */
-		else
-			memset(rec, 0, sizeof(*rec));
+		for (int i = 0; i < b.n; i++)
+			if (b.recs[i].upsert || b.recs[i].error)
+				b.recs[k++] = b.recs[i];
+		b.n = k;
 	}
 	b.rows_read = b.n;		/* rows with an embedding: what backfill_total counts */
-	if (n > 0 && b.last_key == NULL)
-		b.last_key = MemoryContextStrdup(batch_ctx, SPI_getvalue(SPI_tuptable->vals[n - 1], SPI_tuptable->tupdesc, 1));
 	remember_keys_and_dimension(m, &b, GetMemoryChunkContext(m));
 	end_txn();
 

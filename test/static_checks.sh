@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# Static checks: cppcheck on src/, and META.json against the PGXN meta-spec and the
+# control file. Prints one "ok"/"not ok" line per check and a closing count.
+set -u
+cd "$(dirname "$0")/.."
+passed=0
+failed=0
+check() {
+	local name=$1
+	shift
+	if out=$("$@" 2>&1); then
+		echo "ok - $name"
+		passed=$((passed + 1))
+	else
+		echo "not ok - $name"
+		printf '%s\n' "$out" | sed 's/^/    /' | head -40
+		failed=$((failed + 1))
+	fi
+}
+
+run_cppcheck() {
+	local inc
+	inc=$(pg_config --includedir-server)
+	cppcheck --quiet --enable=warning,portability,performance --std=c11 --inline-suppr \
+		--library=posix --error-exitcode=1 --max-configs=1 -j 2 -I src -I "$inc" \
+		--suppress=missingIncludeSystem --suppress=toomanyconfigs \
+		--suppress="*:${inc}/*" src/*.c
+}
+
+# META.json: the keys the meta-spec requires, and the same version as the control file.
+check_meta() {
+	perl -MJSON::PP -e '
+		use strict;
+		local $/;
+		open my $fh, "<", "META.json" or die "META.json: $!\n";
+		my $m = JSON::PP->new->decode(<$fh>);
+		my @missing = grep { !exists $m->{$_} }
+		  qw(name abstract version maintainer license provides meta-spec);
+		die "META.json lacks: @missing\n" if @missing;
+		die "meta-spec version is not 1.0.0\n" unless $m->{"meta-spec"}{version} eq "1.0.0";
+		open my $ctl, "<", "chroma_sync.control" or die "control: $!\n";
+		my ($ver) = <$ctl> =~ /^default_version\s*=\s*\x27([^\x27]+)\x27/m or die "no default_version\n";
+		# PGXN versions are semantic versions: 0.2 is released as 0.2.0
+		(my $semver = $ver) =~ s/^(\d+\.\d+)$/$1.0/;
+		die "META.json version $m->{version} is not the control file version $ver\n"
+		  unless $m->{version} eq $semver;
+		my $p = $m->{provides}{chroma_sync} or die "provides.chroma_sync is missing\n";
+		die "provides.chroma_sync.version $p->{version} is not $semver\n" unless $p->{version} eq $semver;
+		die "provides.chroma_sync.file $p->{file} does not exist\n" unless -f $p->{file};
+		die "provides.chroma_sync.abstract is missing\n" unless $p->{abstract};
+	'
+}
+
+# Every install and upgrade script is installed by the Makefile.
+check_scripts() {
+	local f
+	for f in sql/chroma_sync--*.sql; do
+		grep -q "$(basename "$f")" Makefile || { echo "$f is not in the Makefile's DATA"; return 1; }
+		head -3 "$f" | grep -q '\\echo Use' || { echo "$f lacks the \\echo guard"; return 1; }
+	done
+}
+
+if command -v cppcheck >/dev/null; then
+	check "cppcheck src/" run_cppcheck
+else
+	echo "not ok - cppcheck src/ (cppcheck is not installed)"
+	failed=$((failed + 1))
+fi
+check "META.json follows the meta-spec and the control file" check_meta
+check "install and upgrade scripts are installed and guarded" check_scripts
+echo "static: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]
