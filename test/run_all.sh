@@ -6,7 +6,7 @@
 # The last line of output is "N passed, M failed"; the exit status is non-zero when
 # anything failed or broke.
 #
-#   bash test/run_all.sh [--only regress|unit|tap[,...]] [--server old|new]
+#   bash test/run_all.sh [--only static|unit|regress|tap[,...]] [--server old|new]
 #   TAP='03*' bash test/run_all.sh --only tap     (only the matching TAP files)
 #
 # Environment: KEEP=1 leaves the servers (and their data) running for debugging;
@@ -25,7 +25,7 @@ usage() {
 	exit "${1:-0}"
 }
 
-SUITES=regress,unit,tap
+SUITES=static,unit,regress,tap
 SERVERS="old new"
 while [ $# -gt 0 ]; do
 	case $1 in
@@ -38,7 +38,7 @@ while [ $# -gt 0 ]; do
 	esac
 done
 for s in ${SUITES//,/ }; do
-	case $s in regress | unit | tap) ;; *) echo "unknown suite '$s' (regress, unit, tap)" >&2; exit 2 ;; esac
+	case $s in static | regress | unit | tap) ;; *) echo "unknown suite '$s' (static, regress, unit, tap)" >&2; exit 2 ;; esac
 done
 case $SERVERS in "old new" | old | new) ;; *) echo "unknown server '$SERVERS' (old or new)" >&2; exit 2 ;; esac
 wants() { [[ ",$SUITES," == *",$1,"* ]]; }
@@ -158,6 +158,25 @@ run_regress() {
 		stop_pg "$PG_DIR/data" >>"$LOG_DIR/pg-stop-regress-$kind.log" 2>&1
 		stop_chroma "$cpid"
 	fi
+}
+
+# ---------------------------------------------------------------------- static checks
+
+run_static() {
+	local log=$LOG_DIR/static.log line p f rc
+	stage "static checks (cppcheck, META.json)" static bg_run timeout 900 bash "$ROOT/test/static_checks.sh"
+	rc=$?
+	line=$(grep -E '^static: [0-9]+ passed, [0-9]+ failed' "$log" | tail -n 1)
+	if [ -z "$line" ]; then
+		broken "static: no 'static: N passed, M failed' line (exit $rc)"
+		return
+	fi
+	p=$(echo "$line" | sed -E 's/^static: ([0-9]+) passed, ([0-9]+) failed.*/\1/')
+	f=$(echo "$line" | sed -E 's/^static: ([0-9]+) passed, ([0-9]+) failed.*/\2/')
+	PASSED=$((PASSED + p))
+	FAILED=$((FAILED + f))
+	note "$line"
+	[ "$f" -gt 0 ] && show_tail "$log" 40
 }
 
 # ---------------------------------------------------------------------- unit tests
@@ -365,6 +384,7 @@ if wants regress || wants tap; then
 	fi
 fi
 
+wants static && run_static
 wants unit && run_unit
 if [ $built = 1 ]; then
 	if wants regress; then

@@ -18,7 +18,7 @@ export CHROMA_GLIBC_LIB
 APT_PACKAGES=(
 	postgresql-$PG_MAJOR postgresql-client-$PG_MAJOR postgresql-server-dev-$PG_MAJOR
 	libcurl4-openssl-dev libipc-run-perl clang-14 libclang-rt-14-dev
-	build-essential perl curl ca-certificates nginx openssl
+	build-essential perl curl ca-certificates nginx openssl cppcheck
 )
 
 note() { echo "    $*"; }
