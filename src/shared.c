@@ -71,6 +71,18 @@ chroma_wake_worker(Oid dboid)
 
 	if (chroma_shared == NULL)
 		return;
+	/* the common case, a running worker: a shared lock is enough */
+	LWLockAcquire(chroma_shared->lock, LW_SHARED);
+	slot = chroma_find_slot(dboid);
+	if (slot != NULL && slot->state == DBW_RUNNING && slot->latch != NULL)
+		latch = slot->latch;
+	LWLockRelease(chroma_shared->lock);
+	if (latch)
+	{
+		SetLatch(latch);
+		return;
+	}
+
 	LWLockAcquire(chroma_shared->lock, LW_EXCLUSIVE);
 	slot = chroma_find_slot(dboid);
 	if (slot != NULL && slot->state == DBW_RUNNING && slot->latch != NULL)
