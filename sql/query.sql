@@ -39,6 +39,8 @@ SELECT id FROM chroma_query('regress_query_l2', ARRAY[0, 0, 0]::real[], n_result
 	"where" => '{"$and": [{"x": {"$gt": 10}}, {"parity": {"$eq": "even"}}]}');
 SELECT count(*) AS none FROM chroma_query('regress_query_l2', ARRAY[0, 0, 0]::real[],
 	"where" => '{"parity": "neither"}');
+SELECT count(*) AS empty_where_is_no_filter FROM chroma_query('regress_query_l2', ARRAY[0, 0, 0]::real[],
+	"where" => '{}');
 
 -- Cosine: direction matters, length does not.
 SELECT chroma_upsert('regress_query_cos', ARRAY['east', 'north', 'northeast', 'west', 'far-east'],

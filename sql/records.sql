@@ -128,6 +128,7 @@ SELECT id FROM chroma_get('regress_records_b64',
 SELECT id FROM chroma_get('regress_records_b64', "where" => '{"unicode": "ключ 11"}');
 SELECT count(*) AS page FROM chroma_get('regress_records_b64', "limit" => 10, "offset" => 1995);
 SELECT count(*) AS page FROM chroma_get('regress_records_b64', "limit" => 25);
+SELECT count(*) AS empty_where_is_no_filter FROM chroma_get('regress_records_b64', "where" => '{}');
 SELECT count(*) AS none FROM chroma_get('regress_records_b64', ids => ARRAY[]::text[]);
 
 SELECT chroma_delete_collection('regress_records_b64');

@@ -120,6 +120,10 @@ SELECT * FROM bad($$SELECT count(*) FROM chroma_query('regress_bad', ARRAY[1, 1]
 SELECT * FROM bad($$SELECT count(*) FROM chroma_query('regress_bad', ARRAY[1, 1, 1]::real[], "where" => '[]')$$);
 SELECT * FROM bad($$SELECT count(*) FROM chroma_query(NULL, ARRAY[1, 1, 1]::real[])$$);
 
+-- a filter Chroma itself refuses: its message is in the detail
+SELECT * FROM bad($$SELECT count(*) FROM chroma_get('regress_bad', "where" => '{"v": {"$bogus": 1}}')$$);
+SELECT * FROM bad($$SELECT count(*) FROM chroma_query('regress_bad', ARRAY[1, 1, 1]::real[], "where" => '{"$nor": []}')$$);
+
 -- a record too large for one request (bodies stay under 32 MiB)
 SELECT * FROM bad($$SELECT chroma_upsert('regress_bad', ARRAY['probe', 'probe2'], ARRAY[[1, 1, 1], [2, 2, 2]]::real[], ARRAY['small', repeat('x', 33 * 1024 * 1024)])$$);
 
