@@ -222,11 +222,11 @@ chroma_query(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("query_embedding contains a null")));
 	dim = ARR_DIMS(q)[0];
-	if (cs_first_nonfinite((const float *) ARR_DATA_PTR(q), dim) >= 0)
+	if (cs_first_nonfinite(float4_array_data(q), dim) >= 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("query_embedding has a non-finite value at position %d",
-						(int) cs_first_nonfinite((const float *) ARR_DATA_PTR(q), dim) + 1)));
+						(int) cs_first_nonfinite(float4_array_data(q), dim) + 1)));
 	k = PG_ARGISNULL(2) ? 10 : PG_GETARG_INT32(2);
 	if (k < 1)
 		ereport(ERROR,
@@ -253,7 +253,7 @@ chroma_query(PG_FUNCTION_ARGS)
 
 	pgbuf_init(&b, 64 + (size_t) dim * (CS_FLOAT_MAXLEN + 1));
 	cs_buf_puts(&b, "{\"query_embeddings\":[");
-	cs_json_float_array(&b, (const float *) ARR_DATA_PTR(q), dim);
+	cs_json_float_array(&b, float4_array_data(q), dim);
 	cs_buf_puts(&b, psprintf("],\"n_results\":%d", k));
 	cs_buf_puts(&b, ",\"include\":[\"distances\",\"documents\",\"metadatas\"]");
 	if (!PG_ARGISNULL(3))
