@@ -119,6 +119,9 @@ CREATE TABLE chroma_sync.queue (
 	enqueued_at timestamptz NOT NULL DEFAULT pg_catalog.statement_timestamp()
 );
 CREATE INDEX queue_mirror_qid ON chroma_sync.queue (mirror_id, qid);
+-- coalescing reads later entries of the same keys, up to the next TRUNCATE barrier
+CREATE INDEX queue_mirror_key ON chroma_sync.queue (mirror_id, key);
+CREATE INDEX queue_mirror_barrier ON chroma_sync.queue (mirror_id, qid) WHERE key IS NULL;
 SELECT pg_catalog.pg_extension_config_dump('chroma_sync.queue', '');
 
 -- Rows Chroma refused or that failed validation, with the reason.

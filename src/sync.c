@@ -850,6 +850,46 @@ drain_step(MirrorConfig *m, MirrorState *st, TimestampTz *wake_at)
 		return true;
 	}
 
+	/*
+	 * Coalescing: later entries of the same keys (up to the next TRUNCATE barrier) are
+	 * read too, so a key updated many times costs one send; they are deleted by the ids
+	 * read, like the others.
+	 */
+	if (nkeys > 0)
+	{
+		Datum	   *kd = palloc_array(Datum, nkeys);
+		Oid			types[4] = {INT4OID, TEXTARRAYOID, INT8OID, INT4OID};
+		Datum		values[4];
+		int64		maxqid = b.qids[b.nqids - 1];
+
+		for (int i = 0; i < nkeys; i++)
+			kd[i] = CStringGetTextDatum(keys[i]);
+		values[0] = Int32GetDatum(m->mirror_id);
+		values[1] = PointerGetDatum(construct_array(kd, nkeys, TEXTOID, -1, false, TYPALIGN_INT));
+		values[2] = Int64GetDatum(maxqid);
+		values[3] = Int32GetDatum(limit * 20);
+		exec("SELECT qid, key FROM chroma_sync.queue WHERE mirror_id = $1 AND key = ANY ($2) "
+			 "AND qid > $3 AND qid < COALESCE((SELECT pg_catalog.min(qid) FROM chroma_sync.queue "
+			 "WHERE mirror_id = $1 AND key IS NULL AND qid > $3), 9223372036854775807) "
+			 "ORDER BY qid LIMIT $4", 4, types, values, NULL, SPI_OK_SELECT);
+		if (SPI_processed > 0)
+		{
+			MemoryContext old = MemoryContextSwitchTo(batch_ctx);
+			uint64		n = SPI_processed;
+
+			b.qids = repalloc(b.qids, sizeof(int64) * (b.nqids + n));
+			keys = repalloc(keys, sizeof(char *) * (nkeys + n));
+			for (uint64 i = 0; i < n; i++)
+			{
+				bool		isnull;
+
+				b.qids[b.nqids++] = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull));
+				keys[nkeys++] = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2);
+			}
+			MemoryContextSwitchTo(old);
+		}
+	}
+
 	/* distinct keys, each read once in its current state */
 	qsort(keys, nkeys, sizeof(char *), compare_keys);
 	{
