@@ -99,6 +99,7 @@ CREATE TABLE chroma_sync.mirror (
 	last_error text,
 	last_error_at timestamptz,
 	column_types oid[],					-- types of the mirrored columns when mirrored
+	filter text,						-- rows where this is not true are not in the collection
 	system_identifier text NOT NULL,
 	database_oid oid NOT NULL,
 	created_at timestamptz NOT NULL DEFAULT pg_catalog.now(),
@@ -181,7 +182,8 @@ CREATE FUNCTION chroma_sync.capture() RETURNS trigger
 CREATE FUNCTION chroma_mirror(source regclass, collection text DEFAULT NULL,
 	id_column name DEFAULT NULL, embedding_column name DEFAULT 'embedding',
 	document_column name DEFAULT NULL, metadata_columns name[] DEFAULT NULL,
-	backfill boolean DEFAULT true, adopt boolean DEFAULT false) RETURNS uuid
+	backfill boolean DEFAULT true, adopt boolean DEFAULT false, filter text DEFAULT NULL)
+	RETURNS uuid
 	AS 'MODULE_PATHNAME', 'chroma_mirror' LANGUAGE C VOLATILE;
 
 CREATE FUNCTION chroma_unmirror(source regclass, drop_collection boolean DEFAULT false,
@@ -214,7 +216,7 @@ CREATE FUNCTION chroma_retry_failed(source regclass DEFAULT NULL, collection tex
 	AS 'MODULE_PATHNAME', 'chroma_retry_failed' LANGUAGE C VOLATILE;
 
 REVOKE EXECUTE ON FUNCTION
-	chroma_mirror(regclass, text, name, name, name, name[], boolean, boolean),
+	chroma_mirror(regclass, text, name, name, name, name[], boolean, boolean, text),
 	chroma_adopt(regclass, text),
 	chroma_unmirror(regclass, boolean, text),
 	chroma_pause(regclass, text), chroma_resume(regclass, text),

@@ -228,6 +228,10 @@ define_settings(void)
 							"Longest wait between retries while Chroma is unavailable.",
 							NULL, &chroma_retry_max_delay_ms, 60000, 100, 3600000,
 							PGC_SIGHUP, GUC_UNIT_MS, NULL, NULL, NULL);
+	DefineCustomIntVariable("chroma_sync.max_records_per_second",
+							"Records per second a worker sends at most, backfill and changes together (0: no limit).",
+							NULL, &chroma_max_records_per_second, 0, 0, 1000000,
+							PGC_SIGHUP, 0, NULL, NULL, NULL);
 	DefineCustomIntVariable("chroma_sync.test_stall",
 							"Testing only: the worker waits this long between reading a batch and sending it.",
 							NULL, &chroma_test_stall_ms, 0, 0, 600000,

@@ -20,6 +20,7 @@
 #include "fmgr.h"
 #include "miscadmin.h"
 #include "parser/parse_coerce.h"
+#include "parser/parser.h"
 #include "pgstat.h"
 #include "storage/lmgr.h"
 #include "utils/acl.h"
@@ -205,6 +206,38 @@ check_key_type(Oid relid, AttrNumber att)
 	}
 }
 
+/*
+ * A row filter is one boolean expression over the table's row, checked now with the
+ * caller's rights: it must parse as exactly that (no second statement, no clause
+ * smuggled in) and run in a WHERE clause (no aggregates, window or set functions).
+ */
+static void
+check_filter(const char *qname, const char *filter)
+{
+	char	   *sql = psprintf("SELECT 1 FROM %s WHERE (%s)", qname, filter);
+	List	   *raw = raw_parser(sql, RAW_PARSE_DEFAULT);
+	SelectStmt *sel = NULL;
+
+	if (list_length(raw) == 1 && IsA(((RawStmt *) linitial(raw))->stmt, SelectStmt))
+		sel = (SelectStmt *) ((RawStmt *) linitial(raw))->stmt;
+	if (sel == NULL || sel->op != SETOP_NONE || list_length(sel->targetList) != 1 ||
+		list_length(sel->fromClause) != 1 || sel->whereClause == NULL ||
+		sel->groupClause != NIL || sel->havingClause != NULL || sel->sortClause != NIL ||
+		sel->limitCount != NULL || sel->limitOffset != NULL || sel->withClause != NULL ||
+		sel->lockingClause != NIL || sel->windowClause != NIL || sel->distinctClause != NIL ||
+		sel->intoClause != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid mirror filter: %s", filter),
+				 errdetail("A filter is one boolean expression over the table's columns."),
+				 errhint("For example: filter => 'published AND lang = ''en'''.")));
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	if (SPI_execute(psprintf("%s LIMIT 0", sql), true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not check the mirror filter");
+	SPI_finish();
+}
+
 /* The table's name as the collection's: explain what to do when Chroma would refuse it. */
 static void
 check_default_collection_name(const char *relname)
@@ -236,6 +269,7 @@ chroma_mirror(PG_FUNCTION_ARGS)
 	char	   *document_column = PG_ARGISNULL(4) ? NULL : NameStr(*PG_GETARG_NAME(4));
 	bool		backfill = PG_ARGISNULL(6) ? true : PG_GETARG_BOOL(6);
 	bool		adopt = PG_NARGS() > 7 && !PG_ARGISNULL(7) && PG_GETARG_BOOL(7);
+	char	   *filter = (PG_NARGS() > 8 && !PG_ARGISNULL(8)) ? text_to_cstring(PG_GETARG_TEXT_PP(8)) : NULL;
 	AttrNumber	id_att;
 	AttrNumber	emb_att;
 	AttrNumber	doc_att = 0;
@@ -324,6 +358,8 @@ chroma_mirror(PG_FUNCTION_ARGS)
 	}
 	qname = qualified_name(relid);
 	relation_close(rel, NoLock);
+	if (filter)
+		check_filter(qname, filter);
 
 	become_extension_owner(&su);
 	SPI_connect();
@@ -380,9 +416,18 @@ chroma_mirror(PG_FUNCTION_ARGS)
 												SPI_tuptable->tupdesc, 1, &isnull));
 	}
 
-	spi_exec(psprintf("UPDATE chroma_sync.mirror m SET column_types = "
-					  "chroma_sync.mirror_column_types(m) WHERE mirror_id = %d", mirror_id),
-			 0, NULL, NULL, SPI_OK_UPDATE);
+	{
+		Oid			types[1] = {TEXTOID};
+		Datum		values[1];
+		char		nulls[1] = {filter ? ' ' : 'n'};
+
+		values[0] = filter ? CStringGetTextDatum(filter) : (Datum) 0;
+		if (SPI_execute_with_args(psprintf("UPDATE chroma_sync.mirror m SET column_types = "
+										   "chroma_sync.mirror_column_types(m), filter = $1 "
+										   "WHERE mirror_id = %d", mirror_id),
+								  1, types, values, nulls, false, 0) != SPI_OK_UPDATE)
+			elog(ERROR, "could not record the mirror's column types");
+	}
 
 	/* Triggers fire also for logical replication apply: ENABLE ALWAYS. */
 	spi_exec(psprintf("CREATE TRIGGER chroma_sync_%d AFTER INSERT OR UPDATE OR DELETE ON %s "
@@ -487,11 +532,15 @@ chroma_unmirror(PG_FUNCTION_ARGS)
 	relid = PG_GETARG_OID(0);
 	check_owner(relid, GetUserId());
 
+	/*
+	 * The table first, then the mirror row: a worker's transaction reads the table and
+	 * then updates the mirror row, so the other order could deadlock with it.
+	 */
+	LockRelationOid(relid, AccessExclusiveLock);
 	become_extension_owner(&su);
 	m = mirror_lookup(relid, optional_text(fcinfo, 2));
 	values[0] = Int32GetDatum(m->mirror_id);
 	SPI_connect();
-	/* Lock the mirror row first: the worker reads it before each batch. */
 	spi_exec("SELECT 1 FROM chroma_sync.mirror WHERE mirror_id = $1 FOR UPDATE",
 			 1, types, values, SPI_OK_SELECT);
 	spi_exec(psprintf("DROP TRIGGER IF EXISTS chroma_sync_%d ON %s",
@@ -689,7 +738,6 @@ chroma_resync(PG_FUNCTION_ARGS)
 	MirrorConfig *m;
 	SavedUser	su;
 	int64		rows;
-	char	   *emb;
 	bool		isnull;
 
 	if (PG_ARGISNULL(0))
@@ -702,10 +750,9 @@ chroma_resync(PG_FUNCTION_ARGS)
 	m = mirror_lookup(relid, optional_text(fcinfo, 1));
 	restore_user(&su);
 
-	emb = get_attname(relid, m->embedding_attnum, false);
 	SPI_connect();
-	spi_exec(psprintf("SELECT pg_catalog.count(*) FROM %s WHERE %s IS NOT NULL",
-					  qualified_name(relid), quote_identifier(emb)), 0, NULL, NULL, SPI_OK_SELECT);
+	spi_exec(psprintf("SELECT pg_catalog.count(*) FROM %s WHERE %s",
+					  qualified_name(relid), mirror_present_sql(m)), 0, NULL, NULL, SPI_OK_SELECT);
 	rows = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 	become_extension_owner(&su);
 	{

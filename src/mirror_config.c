@@ -21,7 +21,7 @@
 	"mirror_id, source::oid, collection, collection_id::text, id_columns, " \
 	"embedding_column, document_column, metadata_columns, owner, dimension, " \
 	"metadata_keys, paused, backfill_done, backfill_after, reconcile, " \
-	"system_identifier, database_oid"
+	"system_identifier, database_oid, filter"
 
 static AttrNumber *
 int2_array(Datum d, int *n)
@@ -76,6 +76,7 @@ config_from_tuple(HeapTuple tup, TupleDesc td)
 	m->reconcile = DatumGetBool(SPI_getbinval(tup, td, 15, &isnull));
 	m->system_identifier = SPI_getvalue(tup, td, 16);
 	m->database_oid = DatumGetObjectId(SPI_getbinval(tup, td, 17, &isnull));
+	m->filter = SPI_getvalue(tup, td, 18);
 	m->key_type = get_atttype(m->relid, m->key_attnum);
 	return m;
 }
@@ -168,6 +169,16 @@ column_sql(Oid relid, AttrNumber attnum)
 }
 
 char *
+mirror_present_sql(MirrorConfig *m)
+{
+	char	   *emb = column_sql(m->relid, m->embedding_attnum);
+
+	if (m->filter)
+		return psprintf("(%s IS NOT NULL AND (%s) IS TRUE)", emb, m->filter);
+	return psprintf("%s IS NOT NULL", emb);
+}
+
+char *
 mirror_key_sql(MirrorConfig *m)
 {
 	return column_sql(m->relid, m->key_attnum);
@@ -192,8 +203,12 @@ mirror_select_sql(MirrorConfig *m, const char *tail)
 				 errmsg("table of mirror %d no longer exists", m->mirror_id)));
 
 	initStringInfo(&s);
-	appendStringInfo(&s, "SELECT %s, (%s)::pg_catalog.float4[], ",
-					 mirror_key_sql(m), column_sql(m->relid, m->embedding_attnum));
+	if (m->filter)
+		appendStringInfo(&s, "SELECT %s, CASE WHEN (%s) THEN (%s)::pg_catalog.float4[] END, ",
+						 mirror_key_sql(m), m->filter, column_sql(m->relid, m->embedding_attnum));
+	else
+		appendStringInfo(&s, "SELECT %s, (%s)::pg_catalog.float4[], ",
+						 mirror_key_sql(m), column_sql(m->relid, m->embedding_attnum));
 	if (m->document_attnum > 0)
 		appendStringInfo(&s, "(%s)::pg_catalog.text, ", column_sql(m->relid, m->document_attnum));
 	else

@@ -33,6 +33,7 @@ typedef struct MirrorConfig
 	bool		reconcile;
 	char	   *system_identifier;
 	Oid			database_oid;
+	char	   *filter;			/* SQL boolean expression, or NULL */
 } MirrorConfig;
 
 /* Loads mirrors (in a transaction, SPI connected by the caller or not). */
@@ -53,6 +54,12 @@ extern char *mirror_select_sql(MirrorConfig *m, const char *tail);
 /* The key column's quoted name and its type's name, for building tails. */
 extern char *mirror_key_sql(MirrorConfig *m);
 extern char *mirror_key_type_sql(MirrorConfig *m);
+
+/*
+ * The condition of a row that belongs in the collection: a non-NULL embedding, and the
+ * filter when there is one (SQL over the table's columns, unqualified).
+ */
+extern char *mirror_present_sql(MirrorConfig *m);
 
 /* Text form of a key value (the Chroma id): the type's output function. */
 extern char *mirror_key_text(Oid key_type, Datum value);

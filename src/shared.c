@@ -71,10 +71,10 @@ chroma_wake_worker(Oid dboid)
 
 	if (chroma_shared == NULL)
 		return;
-	/* the common case, a running worker: a shared lock is enough */
+	/* the common case, a running worker that was already woken: a shared lock is enough */
 	LWLockAcquire(chroma_shared->lock, LW_SHARED);
 	slot = chroma_find_slot(dboid);
-	if (slot != NULL && slot->state == DBW_RUNNING && slot->latch != NULL)
+	if (slot != NULL && slot->state == DBW_RUNNING && slot->latch != NULL && slot->wake_pending)
 		latch = slot->latch;
 	LWLockRelease(chroma_shared->lock);
 	if (latch)
@@ -86,7 +86,11 @@ chroma_wake_worker(Oid dboid)
 	LWLockAcquire(chroma_shared->lock, LW_EXCLUSIVE);
 	slot = chroma_find_slot(dboid);
 	if (slot != NULL && slot->state == DBW_RUNNING && slot->latch != NULL)
+	{
+		/* a worker about to go dormant sees this and looks again */
+		slot->wake_pending = true;
 		latch = slot->latch;
+	}
 	else
 	{
 		if (slot == NULL)

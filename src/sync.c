@@ -39,6 +39,7 @@
 
 int			chroma_test_stall_ms = 0;
 int			chroma_retry_max_delay_ms = 60000;
+int			chroma_max_records_per_second = 0;
 
 /* One record of a batch, copied out of the read transaction. */
 typedef struct SyncRecord
@@ -406,6 +407,36 @@ classify(ChromaResponse *resp, SendResult *res)
 	}
 }
 
+/*
+ * chroma_sync.max_records_per_second: a per-worker budget (Chroma Cloud quotas). Each
+ * request of n records moves the earliest time of the next one by n / rate seconds.
+ */
+static TimestampTz rate_next_at = 0;
+
+static void
+rate_limit(int nrecords)
+{
+	TimestampTz now;
+
+	if (chroma_max_records_per_second <= 0 || nrecords <= 0)
+		return;
+	for (;;)
+	{
+		long		wait_ms;
+
+		now = GetCurrentTimestamp();
+		wait_ms = rate_next_at > now ? TimestampDifferenceMilliseconds(now, rate_next_at) : 0;
+		if (wait_ms <= 0)
+			break;
+		(void) WaitLatch(NULL, WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, Min(wait_ms, 200),
+						 PG_WAIT_EXTENSION);
+		CHECK_FOR_INTERRUPTS();
+	}
+	if (rate_next_at < now)
+		rate_next_at = now;
+	rate_next_at += (TimestampTz) ((double) nrecords * USECS_PER_SEC / chroma_max_records_per_second);
+}
+
 static void
 post_body(const char *url, cs_buf *body, ChromaResponse *resp)
 {
@@ -445,6 +476,7 @@ send_bisect(MirrorConfig *m, const char *op, SyncRecord **recs, int n, int dim,
 		opt.with_metadatas = true;
 		cs_encode_records(&body, crecs, n, &opt);
 	}
+	rate_limit(n);
 	post_body(chroma_records_url(m->collection_id, op), &body, &resp);
 	pfree(body.data);
 	pfree(crecs);
@@ -478,6 +510,9 @@ send_batch(MirrorConfig *m, Batch *b, SendResult *res)
 	int			nu = 0;
 	bool		base64 = chroma_use_base64();
 	int			batch = chroma_effective_batch_size();
+
+	if (chroma_max_records_per_second > 0 && batch > chroma_max_records_per_second)
+		batch = chroma_max_records_per_second;
 
 	memset(res, 0, sizeof(*res));
 	res->outcome = SEND_OK;
@@ -974,13 +1009,12 @@ reconcile(MirrorConfig *m, MirrorState *st, TimestampTz *wake_at)
 		/* which of these ids are rows with an embedding? */
 		begin_txn();
 		{
-			char	   *emb = get_attname(m->relid, m->embedding_attnum, false);
-			char	   *sql = psprintf("SELECT k FROM pg_catalog.unnest($1::pg_catalog.text[]) k "
-									   "WHERE NOT EXISTS (SELECT 1 FROM %s.%s t WHERE t.%s::pg_catalog.text = k "
-									   "AND t.%s IS NOT NULL)",
+			char	   *sql = psprintf("SELECT u.chroma_sync_id FROM pg_catalog.unnest($1::pg_catalog.text[]) "
+									   "AS u(chroma_sync_id) WHERE NOT EXISTS (SELECT 1 FROM %s.%s "
+									   "WHERE %s::pg_catalog.text = u.chroma_sync_id AND %s)",
 									   quote_identifier(get_namespace_name(get_rel_namespace(m->relid))),
 									   quote_identifier(get_rel_name(m->relid)),
-									   mirror_key_sql(m), quote_identifier(emb));
+									   mirror_key_sql(m), mirror_present_sql(m));
 			Datum	   *kd = palloc_array(Datum, rows.n);
 			Oid			types[1] = {TEXTARRAYOID};
 			Datum		values[1];
@@ -1066,7 +1100,6 @@ backfill_step(MirrorConfig *m, MirrorState *st, TimestampTz *wake_at)
 	if (m->backfill_after == NULL)
 	{
 		/* a (re)started backfill: count what is to send, for progress in status */
-		char	   *emb = get_attname(m->relid, m->embedding_attnum, false);
 		Oid			save_user;
 		int			save_sec;
 		bool		isnull;
@@ -1074,9 +1107,9 @@ backfill_step(MirrorConfig *m, MirrorState *st, TimestampTz *wake_at)
 
 		GetUserIdAndSecContext(&save_user, &save_sec);
 		SetUserIdAndSecContext(m->owner, save_sec | SECURITY_LOCAL_USERID_CHANGE);
-		exec(psprintf("SELECT pg_catalog.count(*) FROM %s.%s WHERE %s IS NOT NULL",
+		exec(psprintf("SELECT pg_catalog.count(*) FROM %s.%s WHERE %s",
 					  quote_identifier(get_namespace_name(get_rel_namespace(m->relid))),
-					  quote_identifier(get_rel_name(m->relid)), quote_identifier(emb)),
+					  quote_identifier(get_rel_name(m->relid)), mirror_present_sql(m)),
 			 0, NULL, NULL, NULL, SPI_OK_SELECT);
 		SetUserIdAndSecContext(save_user, save_sec);
 		total = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));

@@ -25,6 +25,7 @@ typedef struct MirrorState
 /* Test setting: stall between reading a batch and deleting its entries (ms). */
 extern int	chroma_test_stall_ms;
 extern int	chroma_retry_max_delay_ms;
+extern int	chroma_max_records_per_second;
 
 /*
  * Does one unit of work for the mirror (a batch, a backfill page, a truncate) in its

@@ -167,7 +167,7 @@ chroma_extension_owner(void)
 }
 
 static CaptureInfo *
-capture_info(int mirror_id, Oid relid)
+capture_info(int mirror_id, Oid relid, int natts)
 {
 	CaptureInfo *ci;
 	bool		found;
@@ -213,11 +213,23 @@ capture_info(int mirror_id, Oid relid)
 		old = MemoryContextSwitchTo(CacheMemoryContext);
 		ci->cols = palloc(sizeof(AttrNumber) * (m->nmeta + 3));
 		MemoryContextSwitchTo(old);
-		ci->cols[n++] = m->embedding_attnum;
-		if (m->document_attnum > 0)
-			ci->cols[n++] = m->document_attnum;
-		for (int i = 0; i < m->nmeta; i++)
-			ci->cols[n++] = m->meta_attnums[i];
+		if (m->filter)
+		{
+			/* a filter may read any column: any change may move the row in or out */
+			old = MemoryContextSwitchTo(CacheMemoryContext);
+			ci->cols = palloc(sizeof(AttrNumber) * Max(natts, 1));
+			MemoryContextSwitchTo(old);
+			for (AttrNumber a = 1; a <= natts; a++)
+				ci->cols[n++] = a;
+		}
+		else
+		{
+			ci->cols[n++] = m->embedding_attnum;
+			if (m->document_attnum > 0)
+				ci->cols[n++] = m->document_attnum;
+			for (int i = 0; i < m->nmeta; i++)
+				ci->cols[n++] = m->meta_attnums[i];
+		}
 		ci->ncols = n;
 	}
 	return ci;
@@ -399,7 +411,8 @@ chroma_sync_capture(PG_FUNCTION_ARGS)
 	PG_TRY();
 	{
 		SPI_connect();
-		ci = capture_info(mirror_id, RelationGetRelid(trigdata->tg_relation));
+		ci = capture_info(mirror_id, RelationGetRelid(trigdata->tg_relation),
+						  RelationGetDescr(trigdata->tg_relation)->natts);
 		if (ci != NULL)
 			capture_row(trigdata, ci, mirror_id);
 		SPI_finish();

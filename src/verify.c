@@ -277,7 +277,6 @@ chroma_verify(PG_FUNCTION_ARGS)
 	const int	page = 1000;
 	HASH_SEQ_STATUS seq;
 	Expected   *e;
-	char	   *emb;
 
 	if (PG_ARGISNULL(0))
 		ereport(ERROR,
@@ -303,11 +302,10 @@ chroma_verify(PG_FUNCTION_ARGS)
 	table = hash_create("chroma_verify", 1024, &ctl, HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
 
 	/* the table, read with the mirror owner's rights like the worker */
-	emb = get_attname(m->relid, m->embedding_attnum, false);
 	SPI_connect();
 	{
-		char	   *where = psprintf("WHERE %s IS NOT NULL AND %s IS NOT NULL",
-									 quote_identifier(emb), mirror_key_sql(m));
+		char	   *where = psprintf("WHERE %s AND %s IS NOT NULL",
+									 mirror_present_sql(m), mirror_key_sql(m));
 		char	   *error = NULL;
 
 		if (!try_read_expected(m, mirror_select_sql(m, where), 0, NULL, table, ctl.hcxt,

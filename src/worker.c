@@ -299,10 +299,16 @@ worker_exit(int code, Datum arg)
 	ConditionVariableBroadcast(&chroma_shared->progress_cv);
 }
 
+/* Exits until woken again, unless a wake-up came in since the mirrors were read. */
 static void
 go_dormant(void)
 {
 	LWLockAcquire(chroma_shared->lock, LW_EXCLUSIVE);
+	if (my_slot->wake_pending)
+	{
+		LWLockRelease(chroma_shared->lock);
+		return;
+	}
 	my_slot->state = DBW_DORMANT;
 	my_slot->failures = 0;
 	LWLockRelease(chroma_shared->lock);
@@ -508,9 +514,15 @@ chroma_worker_main(Datum arg)
 
 		MemoryContextReset(loop_ctx);
 		MemoryContextSwitchTo(loop_ctx);
+		LWLockAcquire(chroma_shared->lock, LW_EXCLUSIVE);
+		my_slot->wake_pending = false;
+		LWLockRelease(chroma_shared->lock);
 		mirrors = load_mirrors(&have_extension);
 		if (!have_extension || mirrors == NIL)
+		{
 			go_dormant();
+			continue;			/* woken meanwhile: look again */
+		}
 
 		LWLockAcquire(chroma_shared->lock, LW_EXCLUSIVE);
 		my_slot->failures = 0;
