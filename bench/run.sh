@@ -5,7 +5,7 @@
 # test/chroma/old), both on free ports, and stops them at the end. Run as root, after
 # the extension is built and installed (make && make install):
 #
-#   bash bench/run.sh            full run (about 6-8 minutes on 2 vCPUs)
+#   bash bench/run.sh            full run (about 9-10 minutes on 2 vCPUs)
 #   bash bench/run.sh --smoke    tiny sizes (under a minute): only proves the scripts work
 #
 # Benchmarks:
@@ -13,8 +13,8 @@
 #     fresh collection: the server's floor (bench/floor.c: pre-built base64 bodies POSTed
 #     back-to-back on one kept-alive connection), chroma_upsert_query, the mirror backfill
 #     (chroma_mirror until chroma_flush returns), node-postgres + the official JS client
-#     (bench/js_client.mjs); records/s and ratios to the floor.
-#  2. write path, pgbench (2 clients, 20 s each, -M prepared): single-row INSERT and
+#     (bench/js_client.mjs); records/s (best of 3 rounds) and ratios to the floor.
+#  2. write path, pgbench (2 clients, 20 s per run, best of 3 runs, -M prepared): single-row INSERT and
 #     UPDATE of a 384-d table unmirrored, mirrored with the mirror paused, with a PL/pgSQL
 #     AFTER trigger writing a queue table; INSERT also with the mirror running. COPY of
 #     100,000 rows, mirrored (paused) vs unmirrored.
@@ -45,7 +45,7 @@ if [ $SMOKE = 1 ]; then
 	PGB_SECONDS=2 COPY_ROWS=2000 LAT_RATE=20 LAT_SECONDS=3 BULK_ROUNDS=1 PGB_ROUNDS=1
 else
 	SHAPES=("5000 384 500" "2000 1536 300")
-	PGB_SECONDS=20 COPY_ROWS=100000 LAT_RATE=50 LAT_SECONDS=30 BULK_ROUNDS=2 PGB_ROUNDS=2
+	PGB_SECONDS=20 COPY_ROWS=100000 LAT_RATE=50 LAT_SECONDS=30 BULK_ROUNDS=3 PGB_ROUNDS=3
 fi
 PGB_CLIENTS=2
 
@@ -82,6 +82,7 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 
 T0=$SECONDS
+LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
 step() { printf '[%3ds] %s\n' $((SECONDS - T0)) "$*" >&2; }
 
 # ------------------------------------------------------------------ set-up
@@ -228,7 +229,10 @@ pgb() {
 }
 for kind in insert update; do
 	for round in $(seq 1 "$PGB_ROUNDS"); do
-		for t in w_plain w_mirror w_plpgsql; do
+		# alternate the order, so a drift of the machine's load favours no configuration
+		order="w_plain w_mirror w_plpgsql"
+		[ $((round % 2)) = 0 ] && order="w_plpgsql w_mirror w_plain"
+		for t in $order; do
 			step "pgbench $kind $t round $round (mirror paused)"
 			tps=$(pgb "$kind" "$t") && [ -n "$tps" ] || die "pgbench $kind $t failed"
 			best "${kind}_$t" "$tps"
@@ -343,5 +347,6 @@ runs() { [ -n "${R[runs_$1]:-}" ] && echo "${R[runs_$1]}"; }
 	row "  p99 (ms)" "${R[lat_p99]}" "" "<= 250" "$(verdict "${R[lat_p99]}" '<=' 250)" ""
 	row "  max (ms); rows never seen in Chroma" "${R[lat_max]}" "" "" "" "${R[lat_missing]} never seen"
 	echo
-	echo "total time: $((SECONDS - T0)) s"
+	echo "total time: $((SECONDS - T0)) s; load average (1/5/15 min) at start: $LOAD_START," \
+		"at end: $(cut -d' ' -f1-3 /proc/loadavg) (this run alone keeps it near 1-2; higher means other work shared the CPUs)"
 } | tee "$WORK_DIR/table.txt"
