@@ -24,6 +24,11 @@ CREATE TABLE docs (id int PRIMARY KEY, embedding real[], doc text);
 INSERT INTO docs SELECT g, ARRAY[g, 1, 2, 3]::real[], 'd' || g FROM generate_series(1, $rows) g;
 SELECT chroma_delete_collection('$coll', true);
 SELECT chroma_mirror('docs', collection => '$coll', document_column => 'doc');});
+	# changes after the mirror exists are queued: their drain stalls in test_stall, so the
+	# worker is reliably mid-batch (a backfill alone takes milliseconds)
+	$node->safe_psql($db, qq{
+INSERT INTO docs SELECT g, ARRAY[g, 1, 2, 3]::real[], 'd' || g
+FROM generate_series($rows + 1, $rows + 20) g;});
 	return;
 }
 
