@@ -240,6 +240,7 @@ CREATE FUNCTION chroma_sync.mirror_column_types(m chroma_sync.mirror) RETURNS oi
 		LEFT JOIN pg_catalog.pg_attribute a
 		ON a.attrelid = m.source AND a.attnum = u.attnum AND NOT a.attisdropped
 $$;
+REVOKE ALL ON FUNCTION chroma_sync.mirror_column_types(chroma_sync.mirror) FROM PUBLIC;
 
 CREATE FUNCTION chroma_sync.on_sql_drop() RETURNS event_trigger
 	LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
