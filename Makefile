@@ -18,6 +18,7 @@ OBJS = \
 	src/trigger.o \
 	src/mirror.o \
 	src/sync.o \
+	src/sync_send.o \
 	src/worker.o \
 	src/verify.o \
 	src/ddl.o \

@@ -103,6 +103,35 @@ optional_text(FunctionCallInfo fcinfo, int arg)
 	return PG_ARGISNULL(arg) ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(arg));
 }
 
+/* The source argument: not null, and owned by the caller. */
+static Oid
+owned_source(FunctionCallInfo fcinfo)
+{
+	Oid			relid;
+
+	if (PG_ARGISNULL(0))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("source must not be null")));
+	relid = PG_GETARG_OID(0);
+	check_owner(relid, GetUserId());
+	return relid;
+}
+
+/* The mirror of an owned source (and collection argument coll_arg). */
+static MirrorConfig *
+owned_mirror(FunctionCallInfo fcinfo, int coll_arg)
+{
+	Oid			relid = owned_source(fcinfo);
+	SavedUser	su;
+	MirrorConfig *m;
+
+	become_extension_owner(&su);
+	m = mirror_lookup(relid, optional_text(fcinfo, coll_arg));
+	restore_user(&su);
+	return m;
+}
+
 static AttrNumber
 column_attnum(Oid relid, const char *name, const char *what)
 {
@@ -525,12 +554,7 @@ chroma_unmirror(PG_FUNCTION_ARGS)
 	Oid			types[1] = {INT4OID};
 	Datum		values[1];
 
-	if (PG_ARGISNULL(0))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("source must not be null")));
-	relid = PG_GETARG_OID(0);
-	check_owner(relid, GetUserId());
+	relid = owned_source(fcinfo);
 
 	/*
 	 * The table first, then the mirror row: a worker's transaction reads the table and
@@ -576,20 +600,13 @@ chroma_unmirror(PG_FUNCTION_ARGS)
 static void
 set_paused(FunctionCallInfo fcinfo, bool paused)
 {
-	Oid			relid;
 	MirrorConfig *m;
 	SavedUser	su;
 	Oid			types[2] = {INT4OID, BOOLOID};
 	Datum		values[2];
 
-	if (PG_ARGISNULL(0))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("source must not be null")));
-	relid = PG_GETARG_OID(0);
-	check_owner(relid, GetUserId());
+	m = owned_mirror(fcinfo, 1);
 	become_extension_owner(&su);
-	m = mirror_lookup(relid, optional_text(fcinfo, 1));
 	values[0] = Int32GetDatum(m->mirror_id);
 	values[1] = BoolGetDatum(paused);
 	SPI_connect();
@@ -740,15 +757,8 @@ chroma_resync(PG_FUNCTION_ARGS)
 	int64		rows;
 	bool		isnull;
 
-	if (PG_ARGISNULL(0))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("source must not be null")));
-	relid = PG_GETARG_OID(0);
-	check_owner(relid, GetUserId());
-	become_extension_owner(&su);
-	m = mirror_lookup(relid, optional_text(fcinfo, 1));
-	restore_user(&su);
+	m = owned_mirror(fcinfo, 1);
+	relid = m->relid;
 
 	SPI_connect();
 	spi_exec(psprintf("SELECT pg_catalog.count(*) FROM %s WHERE %s",
@@ -804,15 +814,8 @@ chroma_adopt(PG_FUNCTION_ARGS)
 	ChromaCollection coll;
 	char	   *sysid = mirror_system_identifier();
 
-	if (PG_ARGISNULL(0))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("source must not be null")));
-	relid = PG_GETARG_OID(0);
-	check_owner(relid, GetUserId());
-	become_extension_owner(&su);
-	m = mirror_lookup(relid, optional_text(fcinfo, 1));
-	restore_user(&su);
+	m = owned_mirror(fcinfo, 1);
+	relid = m->relid;
 
 	chroma_api_create_collection(m->collection, NULL, NULL, true, &coll);
 	ownership_claim(&coll, ownership_tag(sysid, MyDatabaseId, relid), true);

@@ -35,49 +35,13 @@
 #include "response.h"
 #include "shared.h"
 #include "sync.h"
+#include "sync_batch.h"
 #include "ownership.h"
 
 int			chroma_test_stall_ms = 0;
 int			chroma_retry_max_delay_ms = 60000;
 int			chroma_max_records_per_second = 0;
 
-/* One record of a batch, copied out of the read transaction. */
-typedef struct SyncRecord
-{
-	char	   *key;			/* Chroma id, server encoding */
-	cs_record	rec;			/* UTF-8 fields for the encoder */
-	bool		upsert;			/* false: delete */
-	bool		clear_document; /* document is NULL: delete before the upsert */
-	char	   *error;			/* failed locally: the reason */
-} SyncRecord;
-
-typedef struct Batch
-{
-	int			n;
-	SyncRecord *recs;
-	int			nqids;
-	int64	   *qids;
-	int			dim;
-	List	   *new_keys;		/* metadata keys seen for the first time */
-	char	   *last_key;		/* backfill: watermark after this page */
-	int			rows_read;
-} Batch;
-
-typedef enum SendOutcome
-{
-	SEND_OK,
-	SEND_RETRY,					/* transient: keep entries, back off */
-	SEND_STOP					/* auth or collection gone: pause the mirror */
-} SendOutcome;
-
-typedef struct SendResult
-{
-	SendOutcome outcome;
-	bool		outcome_unknown;
-	bool		collection_gone;	/* 404: look the collection up again on resume */
-	char	   *message;
-	uint64		acknowledged;
-} SendResult;
 
 /* The context to return to after a transaction (commit leaves TopMemoryContext). */
 static MemoryContext txn_caller_ctx = NULL;
@@ -376,171 +340,6 @@ select_as_owner(MirrorConfig *m, const char *sql, int nargs, Oid *types, Datum *
 	SetUserIdAndSecContext(save_user, save_sec);
 }
 
-/* ---- sending ---- */
-
-static SendOutcome
-classify(ChromaResponse *resp, SendResult *res)
-{
-	switch (resp->kind)
-	{
-		case CHROMA_OK:
-			return SEND_OK;
-		case CHROMA_FATAL:
-			res->outcome = SEND_STOP;
-			res->collection_gone = (resp->http.status == 404);
-			res->message = psprintf("HTTP %ld %s: %s", resp->http.status,
-									resp->error_name ? resp->error_name : "",
-									resp->message ? resp->message : "");
-			return SEND_STOP;
-		case CHROMA_REFUSED:
-		case CHROMA_TOO_LARGE:
-			return (SendOutcome) -1;	/* caller bisects */
-		default:
-			res->outcome = SEND_RETRY;
-			res->outcome_unknown |= resp->http.outcome_unknown;
-			res->message = resp->http.curl_code != 0
-				? psprintf("%s: %s", chroma_base_url(), resp->message ? resp->message : "transport error")
-				: psprintf("HTTP %ld %s: %s", resp->http.status,
-						   resp->error_name ? resp->error_name : "",
-						   resp->message ? resp->message : "");
-			return SEND_RETRY;
-	}
-}
-
-/*
- * chroma_sync.max_records_per_second: a per-worker budget (Chroma Cloud quotas). Each
- * request of n records moves the earliest time of the next one by n / rate seconds.
- */
-static TimestampTz rate_next_at = 0;
-
-static void
-rate_limit(int nrecords)
-{
-	TimestampTz now;
-
-	if (chroma_max_records_per_second <= 0 || nrecords <= 0)
-		return;
-	for (;;)
-	{
-		long		wait_ms;
-
-		now = GetCurrentTimestamp();
-		wait_ms = rate_next_at > now ? TimestampDifferenceMilliseconds(now, rate_next_at) : 0;
-		if (wait_ms <= 0)
-			break;
-		(void) WaitLatch(NULL, WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, Min(wait_ms, 200),
-						 PG_WAIT_EXTENSION);
-		CHECK_FOR_INTERRUPTS();
-	}
-	if (rate_next_at < now)
-		rate_next_at = now;
-	rate_next_at += (TimestampTz) ((double) nrecords * USECS_PER_SEC / chroma_max_records_per_second);
-}
-
-static void
-post_body(const char *url, cs_buf *body, ChromaResponse *resp)
-{
-	memset(resp, 0, sizeof(*resp));
-	chroma_http_request("POST", url, body->data, body->len, &resp->http);
-	chroma_classify(resp);
-}
-
-/*
- * Sends recs[0..n) as one request, bisecting on refusal; records refused rows' reasons
- * in recs[i].error. Stops at the first transient or fatal failure.
- */
-static void
-send_bisect(MirrorConfig *m, const char *op, SyncRecord **recs, int n, int dim,
-			bool base64, SendResult *res)
-{
-	cs_buf		body;
-	cs_record  *crecs;
-	cs_body_options opt;
-	ChromaResponse resp;
-	SendOutcome o;
-
-	if (n == 0 || res->outcome != SEND_OK)
-		return;
-	crecs = palloc_array(cs_record, n);
-	for (int i = 0; i < n; i++)
-		crecs[i] = recs[i]->rec;
-	pgbuf_init(&body, 1024);
-	if (strcmp(op, "delete") == 0)
-		cs_encode_ids(&body, crecs, n);
-	else
-	{
-		opt.dim = dim;
-		opt.encoding = base64 ? CS_ENCODING_BASE64 : CS_ENCODING_JSON;
-		opt.with_embeddings = true;
-		opt.with_documents = m->document_attnum > 0;
-		opt.with_metadatas = true;
-		cs_encode_records(&body, crecs, n, &opt);
-	}
-	rate_limit(n);
-	post_body(chroma_records_url(m->collection_id, op), &body, &resp);
-	pfree(body.data);
-	pfree(crecs);
-
-	o = classify(&resp, res);
-	if (o == SEND_OK)
-	{
-		res->acknowledged += n;
-		return;
-	}
-	if (o != (SendOutcome) -1)
-		return;
-	if (n == 1)
-	{
-		recs[0]->error = psprintf("Chroma refused the row: HTTP %ld %s: %s",
-								  resp.http.status, resp.error_name ? resp.error_name : "",
-								  resp.message ? resp.message : "");
-		return;
-	}
-	send_bisect(m, op, recs, n / 2, dim, base64, res);
-	send_bisect(m, op, recs + n / 2, n - n / 2, dim, base64, res);
-}
-
-/* Deletes (and clears documents) then upserts the batch's records. */
-static void
-send_batch(MirrorConfig *m, Batch *b, SendResult *res)
-{
-	SyncRecord **dels = palloc_array(SyncRecord *, Max(b->n, 1));
-	SyncRecord **ups = palloc_array(SyncRecord *, Max(b->n, 1));
-	int			nd = 0;
-	int			nu = 0;
-	bool		base64 = chroma_use_base64();
-	int			batch = chroma_effective_batch_size();
-
-	if (chroma_max_records_per_second > 0 && batch > chroma_max_records_per_second)
-		batch = chroma_max_records_per_second;
-
-	memset(res, 0, sizeof(*res));
-	res->outcome = SEND_OK;
-	for (int i = 0; i < b->n; i++)
-	{
-		SyncRecord *r = &b->recs[i];
-
-		if (r->error)
-			continue;
-		if (!r->upsert || r->clear_document)
-			dels[nd++] = r;
-		if (r->upsert)
-			ups[nu++] = r;
-	}
-	for (int i = 0; i < nd && res->outcome == SEND_OK; i += batch)
-		send_bisect(m, "delete", dels + i, Min(batch, nd - i), 0, false, res);
-	for (int i = 0; i < nu && res->outcome == SEND_OK; i += batch)
-		send_bisect(m, "upsert", ups + i, Min(batch, nu - i), b->dim, base64, res);
-	/* synced counts records (keys), not requests */
-	if (res->outcome == SEND_OK)
-	{
-		res->acknowledged = 0;
-		for (int i = 0; i < b->n; i++)
-			if (b->recs[i].error == NULL)
-				res->acknowledged++;
-	}
-}
-
 /* ---- finishing a batch ---- */
 
 static void
@@ -668,54 +467,6 @@ static int
 compare_records(const void *a, const void *b)
 {
 	return strcmp(((const SyncRecord *) a)->key, ((const SyncRecord *) b)->key);
-}
-
-/* Deletes every record of the collection, page by page (TRUNCATE barrier). */
-static bool
-clear_collection(MirrorConfig *m, SendResult *res)
-{
-	for (;;)
-	{
-		ChromaResponse resp;
-		ChromaRows	rows;
-		cs_buf		body;
-		const char *get = "{\"limit\":1000,\"include\":[]}";
-
-		memset(res, 0, sizeof(*res));
-		res->outcome = SEND_OK;
-		memset(&resp, 0, sizeof(resp));
-		chroma_http_request("POST", chroma_records_url(m->collection_id, "get"), get,
-							strlen(get), &resp.http);
-		chroma_classify(&resp);
-		if (classify(&resp, res) != SEND_OK)
-		{
-			if (res->outcome == SEND_OK)
-				res->outcome = SEND_RETRY;
-			return false;
-		}
-		chroma_parse_rows(&resp.http.body, false, &rows);
-		if (rows.n == 0)
-			return true;
-		pgbuf_init(&body, 1024);
-		cs_buf_puts(&body, "{\"ids\":[");
-		for (int i = 0; i < rows.n; i++)
-		{
-			char	   *u = pg_server_to_any(rows.ids[i], strlen(rows.ids[i]), PG_UTF8);
-
-			if (i > 0)
-				cs_buf_putc(&body, ',');
-			cs_json_string(&body, u, strlen(u));
-		}
-		cs_buf_puts(&body, "]}");
-		post_body(chroma_records_url(m->collection_id, "delete"), &body, &resp);
-		if (classify(&resp, res) != SEND_OK)
-		{
-			if (res->outcome == SEND_OK)
-				res->outcome = SEND_RETRY;
-			return false;
-		}
-		res->acknowledged += rows.n;
-	}
 }
 
 /*
@@ -877,7 +628,7 @@ drain_step(MirrorConfig *m, MirrorState *st, TimestampTz *wake_at)
 	if (barrier_qid != 0)
 	{
 		end_txn();
-		if (!clear_collection(m, &res))
+		if (!sync_clear_collection(m, &res))
 			return send_failed(m, st, &b, &res, wake_at);
 		b.qids[0] = barrier_qid;
 		b.nqids = 1;
@@ -954,7 +705,7 @@ drain_step(MirrorConfig *m, MirrorState *st, TimestampTz *wake_at)
 	LWLockRelease(chroma_shared->lock);
 
 	stall_for_tests();
-	send_batch(m, &b, &res);
+	sync_send_batch(m, &b, &res);
 
 	LWLockAcquire(chroma_shared->lock, LW_EXCLUSIVE);
 	{
@@ -993,7 +744,7 @@ reconcile(MirrorConfig *m, MirrorState *st, TimestampTz *wake_at)
 		chroma_http_request("POST", chroma_records_url(m->collection_id, "get"), get,
 							strlen(get), &resp.http);
 		chroma_classify(&resp);
-		if (classify(&resp, &res) != SEND_OK)
+		if (sync_classify(&resp, &res) != SEND_OK)
 		{
 			Batch		b;
 
@@ -1053,8 +804,8 @@ reconcile(MirrorConfig *m, MirrorState *st, TimestampTz *wake_at)
 				cs_json_string(&body, u, strlen(u));
 			}
 			cs_buf_puts(&body, "]}");
-			post_body(chroma_records_url(m->collection_id, "delete"), &body, &resp);
-			if (classify(&resp, &res) != SEND_OK)
+			sync_post(chroma_records_url(m->collection_id, "delete"), &body, &resp);
+			if (sync_classify(&resp, &res) != SEND_OK)
 			{
 				Batch		b;
 
@@ -1162,7 +913,7 @@ backfill_step(MirrorConfig *m, MirrorState *st, TimestampTz *wake_at)
 
 	if (n > 0)
 	{
-		send_batch(m, &b, &res);
+		sync_send_batch(m, &b, &res);
 		if (res.outcome != SEND_OK)
 			return send_failed(m, st, &b, &res, wake_at);
 		finish_batch(m, st, &b, &res, true);

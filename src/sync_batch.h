@@ -1,0 +1,60 @@
+/*
+ * sync_batch.h — a batch of the worker's records and the outcome of sending it
+ * (shared by sync.c, which reads and finishes batches, and sync_send.c, which sends them).
+ */
+#ifndef CHROMA_SYNC_SYNC_BATCH_H
+#define CHROMA_SYNC_SYNC_BATCH_H
+
+#include "postgres.h"
+
+#include "chroma_api.h"
+#include "encode.h"
+#include "mirror_config.h"
+
+/* One record of a batch, copied out of the read transaction. */
+typedef struct SyncRecord
+{
+	char	   *key;			/* Chroma id, server encoding */
+	cs_record	rec;			/* UTF-8 fields for the encoder */
+	bool		upsert;			/* false: delete */
+	bool		clear_document; /* document is NULL: delete before the upsert */
+	char	   *error;			/* failed locally: the reason */
+} SyncRecord;
+
+typedef struct Batch
+{
+	int			n;
+	SyncRecord *recs;
+	int			nqids;
+	int64	   *qids;
+	int			dim;
+	List	   *new_keys;		/* metadata keys seen for the first time */
+	char	   *last_key;		/* backfill: watermark after this page */
+	int			rows_read;
+} Batch;
+
+typedef enum SendOutcome
+{
+	SEND_OK,
+	SEND_RETRY,					/* transient: keep entries, back off */
+	SEND_STOP					/* auth or collection gone: pause the mirror */
+} SendOutcome;
+
+typedef struct SendResult
+{
+	SendOutcome outcome;
+	bool		outcome_unknown;
+	bool		collection_gone;	/* 404: look the collection up again on resume */
+	char	   *message;
+	uint64		acknowledged;
+} SendResult;
+
+/* SEND_OK, SEND_RETRY or SEND_STOP (filling res), or (SendOutcome) -1: refused, bisect. */
+extern SendOutcome sync_classify(ChromaResponse *resp, SendResult *res);
+extern void sync_post(const char *url, cs_buf *body, ChromaResponse *resp);
+/* Deletes (and clears documents) then upserts the batch's records; refused rows get a reason. */
+extern void sync_send_batch(MirrorConfig *m, Batch *b, SendResult *res);
+/* Deletes every record of the collection, page by page (TRUNCATE barrier). */
+extern bool sync_clear_collection(MirrorConfig *m, SendResult *res);
+
+#endif							/* CHROMA_SYNC_SYNC_BATCH_H */
