@@ -6,10 +6,14 @@
 # caller runs as root.
 
 PG_MAJOR=15
-PG_BIN=/usr/lib/postgresql/$PG_MAJOR/bin
+# PG_PREFIX (empty by default) points at a relocated copy of the PostgreSQL tree
+# (PG_PREFIX/usr/lib/postgresql/15, .../share/..., .../include/...), so that several
+# checkouts can build, install and test side by side without sharing one installation.
+PG_PREFIX=${PG_PREFIX:-}
+PG_BIN=$PG_PREFIX/usr/lib/postgresql/$PG_MAJOR/bin
 PG_CONFIG=$PG_BIN/pg_config
-PG_PERL_LIB=/usr/lib/postgresql/$PG_MAJOR/lib/pgxs/src/test/perl
-PG_REGRESS=/usr/lib/postgresql/$PG_MAJOR/lib/pgxs/src/test/regress/pg_regress
+PG_PERL_LIB=$PG_PREFIX/usr/lib/postgresql/$PG_MAJOR/lib/pgxs/src/test/perl
+PG_REGRESS=$PG_PREFIX/usr/lib/postgresql/$PG_MAJOR/lib/pgxs/src/test/regress/pg_regress
 CHROMA_CTL=$ROOT/test/lib/chroma_ctl.sh
 GLIBC_DIR=$ROOT/.cache/glibc13
 CHROMA_GLIBC_LIB=$GLIBC_DIR/root/usr/lib/x86_64-linux-gnu
