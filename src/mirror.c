@@ -525,23 +525,47 @@ drop_collections_at_commit(XactEvent event, void *arg)
 
 /* Waits until no worker has a batch of this mirror in flight. */
 static void
+set_stop_mirror(int mirror_id, int value)
+{
+	LWLockAcquire(chroma_shared->lock, LW_EXCLUSIVE);
+	for (int s = 0; s < CHROMA_MAX_DATABASES; s++)
+		if (chroma_shared->slots[s].dboid == MyDatabaseId &&
+			chroma_shared->slots[s].stop_mirror == (value ? 0 : mirror_id))
+			chroma_shared->slots[s].stop_mirror = value;
+	LWLockRelease(chroma_shared->lock);
+}
+
+/*
+ * Waits until no worker has a batch of this mirror in flight. The worker is asked to
+ * stop: it would otherwise wait for the locks this transaction holds.
+ */
+static void
 wait_for_inflight(int mirror_id)
 {
-	for (int i = 0; i < 600; i++)
+	set_stop_mirror(mirror_id, mirror_id);
+	PG_TRY();
 	{
-		bool		busy = false;
+		for (int i = 0; i < 600; i++)
+		{
+			bool		busy = false;
 
-		LWLockAcquire(chroma_shared->lock, LW_SHARED);
-		for (int s = 0; s < CHROMA_MAX_DATABASES; s++)
-			if (chroma_shared->slots[s].dboid == MyDatabaseId &&
-				chroma_shared->slots[s].busy_mirror == mirror_id)
-				busy = true;
-		LWLockRelease(chroma_shared->lock);
-		if (!busy)
-			return;
-		ConditionVariableTimedSleep(&chroma_shared->progress_cv, 100, PG_WAIT_EXTENSION);
+			LWLockAcquire(chroma_shared->lock, LW_SHARED);
+			for (int s = 0; s < CHROMA_MAX_DATABASES; s++)
+				if (chroma_shared->slots[s].dboid == MyDatabaseId &&
+					chroma_shared->slots[s].busy_mirror == mirror_id)
+					busy = true;
+			LWLockRelease(chroma_shared->lock);
+			if (!busy)
+				break;
+			ConditionVariableTimedSleep(&chroma_shared->progress_cv, 100, PG_WAIT_EXTENSION);
+		}
+		ConditionVariableCancelSleep();
 	}
-	ConditionVariableCancelSleep();
+	PG_FINALLY();
+	{
+		set_stop_mirror(mirror_id, 0);
+	}
+	PG_END_TRY();
 }
 
 Datum

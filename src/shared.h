@@ -32,6 +32,7 @@ typedef struct DbWorkerSlot
 	TimestampTz next_start;		/* not before */
 	TimestampTz started_at;
 	int			busy_mirror;	/* mirror whose batch is in flight, 0 = none */
+	int			stop_mirror;	/* a backend waits for the worker to leave this mirror */
 	bool		wake_pending;	/* woken since the worker last looked: do not go dormant */
 	uint64		starts;			/* how often a worker was started (tests) */
 } DbWorkerSlot;

@@ -574,38 +574,243 @@ read_rows(MirrorConfig *m, Batch *b, MemoryContext batch_ctx)
 	}
 }
 
-static bool
-drain_step(MirrorConfig *m, MirrorState *st, TimestampTz *wake_at)
+static bool reconcile(MirrorConfig *m, MirrorState *st, TimestampTz *wake_at);
+
+/* ---- the pipeline ---- */
+
+/*
+ * A step sends up to PIPELINE_MAX_BATCHES batches. While one batch's request is in
+ * flight the next batch is read and encoded, and sent as soon as it is ready if its keys
+ * differ from those in flight (a key is never in two requests at once); otherwise it
+ * waits for them. Batches are finished (queue entries deleted, watermark persisted) in
+ * the order they were read.
+ */
+#define PIPELINE_DEPTH		CHROMA_HTTP_MAX_INFLIGHT
+#define PIPELINE_MAX_BATCHES 64
+
+typedef struct Flight
 {
-	MemoryContext batch_ctx = CurrentMemoryContext;
+	MemoryContext ctx;			/* everything of the batch */
 	Batch		b;
+	SyncFlight	f;
+	int64		scan_max;		/* drain: the last queue id of the ordered scan */
+} Flight;
+
+typedef struct Pipeline
+{
+	MirrorConfig *m;
+	MirrorState *st;
+	TimestampTz *wake_at;
+	bool		backfill;
+	int			nfl;
+	Flight	   *fl[PIPELINE_DEPTH];	/* oldest first */
+} Pipeline;
+
+static Flight *
+flight_new(void)
+{
+	MemoryContext ctx = AllocSetContextCreate(CurrentMemoryContext, "chroma_sync batch",
+											  ALLOCSET_DEFAULT_SIZES);
+	Flight	   *f = MemoryContextAllocZero(ctx, sizeof(Flight));
+
+	f->ctx = ctx;
+	return f;
+}
+
+static void
+flight_free(Flight *f)
+{
+	MemoryContextDelete(f->ctx);
+}
+
+static void
+set_busy(int mirror_id)
+{
+	DbWorkerSlot *slot;
+
+	LWLockAcquire(chroma_shared->lock, LW_EXCLUSIVE);
+	slot = chroma_find_slot(MyDatabaseId);
+	if (slot)
+		slot->busy_mirror = mirror_id;
+	LWLockRelease(chroma_shared->lock);
+	if (mirror_id == 0)
+		ConditionVariableBroadcast(&chroma_shared->progress_cv);
+}
+
+/* Does a backend wait for this worker to leave the mirror (chroma_unmirror)? */
+static bool
+stop_requested(MirrorConfig *m)
+{
+	DbWorkerSlot *slot;
+	bool		stop = false;
+
+	LWLockAcquire(chroma_shared->lock, LW_SHARED);
+	slot = chroma_find_slot(MyDatabaseId);
+	if (slot)
+		stop = (slot->stop_mirror == m->mirror_id);
+	LWLockRelease(chroma_shared->lock);
+	return stop;
+}
+
+/* Do two batches (records sorted by key) share a key? */
+static bool
+keys_overlap(Batch *a, Batch *b)
+{
+	int			i = 0;
+	int			j = 0;
+
+	while (i < a->n && j < b->n)
+	{
+		int			c = strcmp(a->recs[i].key, b->recs[j].key);
+
+		if (c == 0)
+			return true;
+		if (c < 0)
+			i++;
+		else
+			j++;
+	}
+	return false;
+}
+
+/* Keys of requests that may reach Chroma late: sent again after the next success. */
+static void
+remember_unknown(MirrorState *st, Batch *b)
+{
+	MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
+
+	for (int i = 0; i < b->n; i++)
+		st->unknown_keys = lappend(st->unknown_keys, pstrdup(b->recs[i].key));
+	MemoryContextSwitchTo(old);
+}
+
+/*
+ * Waits for the oldest request and finishes its batch. On failure the other requests
+ * are waited for too (a later drain batch that succeeded is finished; a later backfill
+ * page is not, the watermark must not pass the failed page) and false is returned.
+ */
+static bool
+pipeline_complete(Pipeline *p)
+{
+	Flight	   *f = p->fl[0];
 	SendResult	res;
+
+	sync_flight_finish(p->m, &f->b, &f->f, &res);
+	p->nfl--;
+	memmove(&p->fl[0], &p->fl[1], sizeof(Flight *) * p->nfl);
+	if (res.outcome == SEND_OK)
+	{
+		finish_batch(p->m, p->st, &f->b, &res, p->backfill);
+		flight_free(f);
+		return true;
+	}
+	while (p->nfl > 0)
+	{
+		Flight	   *g = p->fl[0];
+		SendResult	r2;
+
+		sync_flight_finish(p->m, &g->b, &g->f, &r2);
+		p->nfl--;
+		memmove(&p->fl[0], &p->fl[1], sizeof(Flight *) * p->nfl);
+		if (r2.outcome == SEND_OK && !p->backfill)
+			finish_batch(p->m, p->st, &g->b, &r2, false);
+		else if (r2.outcome_unknown)
+			remember_unknown(p->st, &g->b);
+		flight_free(g);
+	}
+	(void) send_failed(p->m, p->st, &f->b, &res, p->wake_at);
+	return false;
+}
+
+static bool
+pipeline_complete_all(Pipeline *p)
+{
+	while (p->nfl > 0)
+		if (!pipeline_complete(p))
+			return false;
+	return true;
+}
+
+void
+sync_abandon(MirrorState *st)
+{
+	Pipeline   *p = (Pipeline *) st->pipeline;
+
+	st->pipeline = NULL;
+	if (p == NULL)
+		return;
+	set_busy(0);
+	/* the requests are aborted, but may have reached the server */
+	for (int i = 0; i < p->nfl; i++)
+		if (p->fl[i]->f.req != NULL)
+			remember_unknown(st, &p->fl[i]->b);
+	p->nfl = 0;
+}
+
+/* ---- reading batches ---- */
+
+/* The in-flight queue ids above after (coalesced entries of batches in flight). */
+static Datum
+inflight_qids(Pipeline *p, int64 after)
+{
+	int			n = 0;
+	Datum	   *d;
+
+	for (int i = 0; i < p->nfl; i++)
+		n += p->fl[i]->b.nqids;
+	d = palloc_array(Datum, Max(n, 1));
+	n = 0;
+	for (int i = 0; i < p->nfl; i++)
+		for (int j = 0; j < p->fl[i]->b.nqids; j++)
+			if (p->fl[i]->b.qids[j] > after)
+				d[n++] = Int64GetDatum(p->fl[i]->b.qids[j]);
+	return PointerGetDatum(construct_array(d, n, INT8OID, 8, true, TYPALIGN_DOUBLE));
+}
+
+typedef enum DrainRead
+{
+	DRAIN_EMPTY,
+	DRAIN_BATCH,
+	DRAIN_BARRIER				/* the next entry is a TRUNCATE: b->qids[0] */
+} DrainRead;
+
+/*
+ * Reads the next queue entries (not those in flight) and the current rows of their
+ * keys into f->b, in f->ctx.
+ */
+static DrainRead
+read_drain_batch(Pipeline *p, Flight *f)
+{
+	MirrorConfig *m = p->m;
+	Batch	   *b = &f->b;
 	int			limit = chroma_effective_batch_size();
-	int64		barrier_qid = 0;
+	int64		after = p->nfl > 0 ? p->fl[p->nfl - 1]->scan_max : 0;
 	char	  **keys;
 	int			nkeys = 0;
+	Datum		excluded;
 
-	memset(&b, 0, sizeof(b));
-	b.dim = m->dimension;
-
+	b->dim = m->dimension;
 	begin_txn();
+	excluded = inflight_qids(p, after);
 	{
-		Oid			types[2] = {INT4OID, INT4OID};
-		Datum		values[2] = {Int32GetDatum(m->mirror_id), Int32GetDatum(limit)};
+		Oid			types[4] = {INT4OID, INT4OID, INT8OID, INT8ARRAYOID};
+		Datum		values[4] = {Int32GetDatum(m->mirror_id), Int32GetDatum(limit),
+		Int64GetDatum(after), excluded};
 
-		exec("SELECT qid, key FROM chroma_sync.queue WHERE mirror_id = $1 ORDER BY qid LIMIT $2",
-			 2, types, values, NULL, SPI_OK_SELECT);
+		exec("SELECT qid, key FROM chroma_sync.queue WHERE mirror_id = $1 AND qid > $3 "
+			 "AND qid <> ALL ($4) ORDER BY qid LIMIT $2",
+			 4, types, values, NULL, SPI_OK_SELECT);
 	}
 	if (SPI_processed == 0)
 	{
 		end_txn();
-		return false;
+		return DRAIN_EMPTY;
 	}
 	{
-		MemoryContext old = MemoryContextSwitchTo(batch_ctx);
+		MemoryContext old = MemoryContextSwitchTo(f->ctx);
 		uint64		n = SPI_processed;
 
-		b.qids = palloc_array(int64, n);
+		b->qids = palloc_array(int64, n);
 		keys = palloc_array(char *, n);
 		for (uint64 i = 0; i < n; i++)
 		{
@@ -616,24 +821,20 @@ drain_step(MirrorConfig *m, MirrorState *st, TimestampTz *wake_at)
 			if (key == NULL)
 			{
 				if (i == 0)
-					barrier_qid = qid;
+				{
+					b->qids[0] = qid;
+					b->nqids = 1;
+					MemoryContextSwitchTo(old);
+					end_txn();
+					return DRAIN_BARRIER;
+				}
 				break;			/* entries after a TRUNCATE wait for it */
 			}
-			b.qids[b.nqids++] = qid;
+			b->qids[b->nqids++] = qid;
 			keys[nkeys++] = key;
 		}
+		f->scan_max = b->qids[b->nqids - 1];
 		MemoryContextSwitchTo(old);
-	}
-
-	if (barrier_qid != 0)
-	{
-		end_txn();
-		if (!sync_clear_collection(m, &res))
-			return send_failed(m, st, &b, &res, wake_at);
-		b.qids[0] = barrier_qid;
-		b.nqids = 1;
-		finish_batch(m, st, &b, &res, false);
-		return true;
 	}
 
 	/*
@@ -641,40 +842,40 @@ drain_step(MirrorConfig *m, MirrorState *st, TimestampTz *wake_at)
 	 * read too, so a key updated many times costs one send; they are deleted by the ids
 	 * read, like the others.
 	 */
-	if (nkeys > 0)
 	{
 		Datum	   *kd = palloc_array(Datum, nkeys);
-		Oid			types[4] = {INT4OID, TEXTARRAYOID, INT8OID, INT4OID};
-		Datum		values[4];
-		int64		maxqid = b.qids[b.nqids - 1];
+		Oid			types[5] = {INT4OID, TEXTARRAYOID, INT8OID, INT4OID, INT8ARRAYOID};
+		Datum		values[5];
 
 		for (int i = 0; i < nkeys; i++)
 			kd[i] = CStringGetTextDatum(keys[i]);
 		values[0] = Int32GetDatum(m->mirror_id);
 		values[1] = PointerGetDatum(construct_array(kd, nkeys, TEXTOID, -1, false, TYPALIGN_INT));
-		values[2] = Int64GetDatum(maxqid);
+		values[2] = Int64GetDatum(f->scan_max);
 		values[3] = Int32GetDatum(limit * 20);
+		values[4] = excluded;
 		exec("SELECT qid, key FROM chroma_sync.queue WHERE mirror_id = $1 AND key = ANY ($2) "
-			 "AND qid > $3 AND qid < COALESCE((SELECT pg_catalog.min(qid) FROM chroma_sync.queue "
-			 "WHERE mirror_id = $1 AND key IS NULL AND qid > $3), 9223372036854775807) "
-			 "ORDER BY qid LIMIT $4", 4, types, values, NULL, SPI_OK_SELECT);
+			 "AND qid > $3 AND qid <> ALL ($5) AND qid < COALESCE((SELECT pg_catalog.min(qid) "
+			 "FROM chroma_sync.queue WHERE mirror_id = $1 AND key IS NULL AND qid > $3), "
+			 "9223372036854775807) ORDER BY qid LIMIT $4", 5, types, values, NULL, SPI_OK_SELECT);
 		if (SPI_processed > 0)
 		{
-			MemoryContext old = MemoryContextSwitchTo(batch_ctx);
+			MemoryContext old = MemoryContextSwitchTo(f->ctx);
 			uint64		n = SPI_processed;
 
-			b.qids = repalloc(b.qids, sizeof(int64) * (b.nqids + n));
+			b->qids = repalloc(b->qids, sizeof(int64) * (b->nqids + n));
 			keys = repalloc(keys, sizeof(char *) * (nkeys + n));
 			for (uint64 i = 0; i < n; i++)
 			{
 				bool		isnull;
 
-				b.qids[b.nqids++] = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull));
+				b->qids[b->nqids++] = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull));
 				keys[nkeys++] = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2);
 			}
 			MemoryContextSwitchTo(old);
 		}
 	}
+	chroma_http_pump();
 
 	/* distinct keys, each read once in its current state */
 	qsort(keys, nkeys, sizeof(char *), compare_keys);
@@ -686,40 +887,257 @@ drain_step(MirrorConfig *m, MirrorState *st, TimestampTz *wake_at)
 				keys[k++] = keys[i];
 		nkeys = k;
 	}
-	b.recs = MemoryContextAllocZero(batch_ctx, sizeof(SyncRecord) * nkeys);
+	b->recs = MemoryContextAllocZero(f->ctx, sizeof(SyncRecord) * nkeys);
 	for (int i = 0; i < nkeys; i++)
-		b.recs[i].key = keys[i];
-	b.n = nkeys;
+		b->recs[i].key = keys[i];
+	b->n = nkeys;
 
-	read_rows(m, &b, batch_ctx);
-	remember_keys_and_dimension(m, &b, GetMemoryChunkContext(m));
+	read_rows(m, b, f->ctx);
+	remember_keys_and_dimension(m, b, GetMemoryChunkContext(m));
 	end_txn();
+	chroma_http_pump();
+	return DRAIN_BATCH;
+}
 
-	LWLockAcquire(chroma_shared->lock, LW_EXCLUSIVE);
+/*
+ * Reads the backfill page after the key 'after' (NULL: the first page, which also
+ * counts the rows to send) into f->b. Returns the number of keys the page had.
+ */
+static uint64
+read_backfill_batch(Pipeline *p, Flight *f, const char *after)
+{
+	MirrorConfig *m = p->m;
+	Batch	   *b = &f->b;
+	int			limit = chroma_effective_batch_size();
+	char	   *table;
+	char	   *sql;
+	uint64		n;
+
+	b->dim = m->dimension;
+	begin_txn();
+	table = psprintf("%s.%s", quote_identifier(get_namespace_name(get_rel_namespace(m->relid))),
+					 quote_identifier(get_rel_name(m->relid)));
+	if (after == NULL)
 	{
-		DbWorkerSlot *slot = chroma_find_slot(MyDatabaseId);
+		/* a (re)started backfill: count what is to send, for progress in status */
+		Oid			save_user;
+		int			save_sec;
+		bool		isnull;
+		int64		total;
 
-		if (slot)
-			slot->busy_mirror = m->mirror_id;
+		GetUserIdAndSecContext(&save_user, &save_sec);
+		SetUserIdAndSecContext(m->owner, save_sec | SECURITY_LOCAL_USERID_CHANGE);
+		exec(psprintf("SELECT pg_catalog.count(*) FROM %s WHERE %s", table, mirror_present_sql(m)),
+			 0, NULL, NULL, NULL, SPI_OK_SELECT);
+		SetUserIdAndSecContext(save_user, save_sec);
+		total = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+		exec(psprintf("UPDATE chroma_sync.mirror SET backfill_total = " INT64_FORMAT ", "
+					  "backfill_sent = 0, backfill_started_at = pg_catalog.now() "
+					  "WHERE mirror_id = %d", total, m->mirror_id),
+			 0, NULL, NULL, NULL, SPI_OK_UPDATE);
+		sql = psprintf("SELECT %s FROM %s WHERE %s IS NOT NULL ORDER BY %s LIMIT %d",
+					   mirror_key_sql(m), table, mirror_key_sql(m), mirror_key_sql(m), limit);
 	}
-	LWLockRelease(chroma_shared->lock);
-
-	stall_for_tests();
-	sync_send_batch(m, &b, &res);
-
-	LWLockAcquire(chroma_shared->lock, LW_EXCLUSIVE);
+	else
+		sql = psprintf("SELECT %s FROM %s WHERE %s > $1::%s ORDER BY %s LIMIT %d",
+					   mirror_key_sql(m), table, mirror_key_sql(m), mirror_key_type_sql(m),
+					   mirror_key_sql(m), limit);
 	{
-		DbWorkerSlot *slot = chroma_find_slot(MyDatabaseId);
+		Oid			types[1] = {TEXTOID};
+		Datum		values[1];
 
-		if (slot)
-			slot->busy_mirror = 0;
+		values[0] = after ? CStringGetTextDatum(after) : (Datum) 0;
+		select_as_owner(m, sql, after ? 1 : 0, types, values);
 	}
-	LWLockRelease(chroma_shared->lock);
+	/* the page's keys in key order: the last one is the next watermark */
+	n = SPI_processed;
+	b->recs = MemoryContextAllocZero(f->ctx, sizeof(SyncRecord) * Max(n, 1));
+	for (uint64 r = 0; r < n; r++)
+		b->recs[r].key = MemoryContextStrdup(f->ctx,
+											 SPI_getvalue(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, 1));
+	b->n = (int) n;
+	if (n > 0)
+		b->last_key = b->recs[n - 1].key;
+	qsort(b->recs, b->n, sizeof(SyncRecord), compare_records);
+	chroma_http_pump();
+	read_rows(m, b, f->ctx);
+	{
+		/* rows without an embedding (or gone since) are not sent during a backfill */
+		int			k = 0;
 
-	if (res.outcome != SEND_OK)
-		return send_failed(m, st, &b, &res, wake_at);
-	finish_batch(m, st, &b, &res, false);
+		for (int i = 0; i < b->n; i++)
+			if (b->recs[i].upsert || b->recs[i].error)
+				b->recs[k++] = b->recs[i];
+		b->n = k;
+	}
+	b->rows_read = b->n;		/* rows with an embedding: what backfill_total counts */
+	remember_keys_and_dimension(m, b, GetMemoryChunkContext(m));
+	end_txn();
+	chroma_http_pump();
+	return n;
+}
+
+/* ---- the steps ---- */
+
+/* Ends a step: nothing in flight, the slot no longer busy. */
+static void
+pipeline_end(Pipeline *p)
+{
+	while (p->nfl > 0)
+	{
+		/* only after a failure: wait, and forget */
+		SendResult	res;
+
+		sync_flight_finish(p->m, &p->fl[0]->b, &p->fl[0]->f, &res);
+		if (res.outcome_unknown)
+			remember_unknown(p->st, &p->fl[0]->b);
+		flight_free(p->fl[0]);
+		p->nfl--;
+		memmove(&p->fl[0], &p->fl[1], sizeof(Flight *) * p->nfl);
+	}
+	p->st->pipeline = NULL;
+	set_busy(0);
+}
+
+#define PIPELINE_MAX_MS		1000	/* per step, so other mirrors get their turn */
+
+/*
+ * Sends one batch that cannot go out as a single request (deletes and upserts, cleared
+ * documents, a TRUNCATE), synchronously, after everything in flight.
+ */
+static bool
+send_alone(Pipeline *p, Flight *f, bool barrier)
+{
+	SendResult	res;
+
+	if (!pipeline_complete_all(p))
+		return false;
+	if (barrier)
+	{
+		if (!sync_clear_collection(p->m, &res))
+			return send_failed(p->m, p->st, &f->b, &res, p->wake_at);
+	}
+	else
+	{
+		if (!p->backfill)
+			stall_for_tests();
+		sync_send_batch(p->m, &f->b, &res);
+		if (res.outcome != SEND_OK)
+			return send_failed(p->m, p->st, &f->b, &res, p->wake_at);
+	}
+	finish_batch(p->m, p->st, &f->b, &res, p->backfill);
 	return true;
+}
+
+/*
+ * Drains the queue, or sends backfill pages, through the pipeline. Returns true when
+ * there may be more to do right away.
+ */
+static bool
+run_pipeline(MirrorConfig *m, MirrorState *st, TimestampTz *wake_at, bool backfill)
+{
+	Pipeline   *p = palloc0_object(Pipeline);
+	int			limit = chroma_effective_batch_size();
+	int			batches = 0;
+	bool		exhausted = false;	/* nothing more to read in this step */
+	bool		last_page = false;	/* backfill: the last page has been read */
+	bool		ok = true;
+	char	   *after_key = m->backfill_after ? pstrdup(m->backfill_after) : NULL;
+	TimestampTz started = GetCurrentTimestamp();
+
+	p->m = m;
+	p->st = st;
+	p->wake_at = wake_at;
+	p->backfill = backfill;
+	st->pipeline = p;
+	set_busy(m->mirror_id);
+	while (ok)
+	{
+		if (stop_requested(m))
+		{
+			/* chroma_unmirror holds locks our transactions would wait for: leave now */
+			ok = false;
+			break;
+		}
+		if (!exhausted && p->nfl < PIPELINE_DEPTH && batches < PIPELINE_MAX_BATCHES &&
+			!TimestampDifferenceExceeds(started, GetCurrentTimestamp(), PIPELINE_MAX_MS))
+		{
+			Flight	   *f = flight_new();
+			MemoryContext old = MemoryContextSwitchTo(f->ctx);
+			bool		barrier = false;
+
+			batches++;
+			if (backfill)
+			{
+				uint64		n = read_backfill_batch(p, f, after_key);
+
+				if (n < (uint64) limit)
+					exhausted = last_page = true;
+				if (n > 0)
+					after_key = MemoryContextStrdup(GetMemoryChunkContext(p), f->b.last_key);
+				else
+				{
+					MemoryContextSwitchTo(old);
+					flight_free(f);
+					continue;
+				}
+			}
+			else
+			{
+				DrainRead	r = read_drain_batch(p, f);
+
+				if (r == DRAIN_EMPTY)
+				{
+					MemoryContextSwitchTo(old);
+					flight_free(f);
+					exhausted = true;
+					continue;
+				}
+				barrier = (r == DRAIN_BARRIER);
+			}
+			if (barrier || !sync_flight_prepare(m, &f->b, &f->f))
+			{
+				ok = send_alone(p, f, barrier);
+				MemoryContextSwitchTo(old);
+				flight_free(f);
+				continue;
+			}
+			MemoryContextSwitchTo(old);
+			for (int i = 0; i < p->nfl && ok; i++)
+				if (keys_overlap(&p->fl[i]->b, &f->b))
+					ok = pipeline_complete_all(p);
+			if (!ok)
+			{
+				flight_free(f);
+				break;
+			}
+			if (!backfill)
+				stall_for_tests();
+			sync_flight_begin(m, &f->f);
+			p->fl[p->nfl++] = f;
+			continue;
+		}
+		if (p->nfl == 0)
+			break;
+		ok = pipeline_complete(p);
+		/* commits during the request may have queued more: look again */
+		if (!backfill && exhausted)
+			exhausted = false;
+	}
+	pipeline_end(p);
+	if (!ok)
+		return false;
+	if (backfill && last_page)
+	{
+		if (m->reconcile)
+			return reconcile(m, st, wake_at);
+		begin_txn();
+		exec(psprintf("UPDATE chroma_sync.mirror SET backfill_done = true WHERE mirror_id = %d",
+					  m->mirror_id), 0, NULL, NULL, NULL, SPI_OK_UPDATE);
+		end_txn();
+		chroma_report_progress();
+	}
+	return backfill || !exhausted || batches >= PIPELINE_MAX_BATCHES;
 }
 
 /* Deletes collection ids that the table lacks (after a backfill or resync). */
@@ -834,104 +1252,6 @@ reconcile(MirrorConfig *m, MirrorState *st, TimestampTz *wake_at)
 	return true;
 }
 
-static bool
-backfill_step(MirrorConfig *m, MirrorState *st, TimestampTz *wake_at)
-{
-	MemoryContext batch_ctx = CurrentMemoryContext;
-	Batch		b;
-	SendResult	res;
-	int			limit = chroma_effective_batch_size();
-	char	   *sql;
-	uint64		n;
-
-	memset(&b, 0, sizeof(b));
-	b.dim = m->dimension;
-
-	begin_txn();
-	if (m->backfill_after == NULL)
-	{
-		/* a (re)started backfill: count what is to send, for progress in status */
-		Oid			save_user;
-		int			save_sec;
-		bool		isnull;
-		int64		total;
-
-		GetUserIdAndSecContext(&save_user, &save_sec);
-		SetUserIdAndSecContext(m->owner, save_sec | SECURITY_LOCAL_USERID_CHANGE);
-		exec(psprintf("SELECT pg_catalog.count(*) FROM %s.%s WHERE %s",
-					  quote_identifier(get_namespace_name(get_rel_namespace(m->relid))),
-					  quote_identifier(get_rel_name(m->relid)), mirror_present_sql(m)),
-			 0, NULL, NULL, NULL, SPI_OK_SELECT);
-		SetUserIdAndSecContext(save_user, save_sec);
-		total = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
-		exec(psprintf("UPDATE chroma_sync.mirror SET backfill_total = " INT64_FORMAT ", "
-					  "backfill_sent = 0, backfill_started_at = pg_catalog.now() "
-					  "WHERE mirror_id = %d", total, m->mirror_id),
-			 0, NULL, NULL, NULL, SPI_OK_UPDATE);
-		sql = psprintf("SELECT %s FROM %s.%s WHERE %s IS NOT NULL ORDER BY %s LIMIT %d",
-					   mirror_key_sql(m),
-					   quote_identifier(get_namespace_name(get_rel_namespace(m->relid))),
-					   quote_identifier(get_rel_name(m->relid)),
-					   mirror_key_sql(m), mirror_key_sql(m), limit);
-	}
-	else
-		sql = psprintf("SELECT %s FROM %s.%s WHERE %s > $1::%s ORDER BY %s LIMIT %d",
-					   mirror_key_sql(m),
-					   quote_identifier(get_namespace_name(get_rel_namespace(m->relid))),
-					   quote_identifier(get_rel_name(m->relid)),
-					   mirror_key_sql(m), mirror_key_type_sql(m), mirror_key_sql(m), limit);
-	{
-		Oid			types[1] = {TEXTOID};
-		Datum		values[1];
-
-		values[0] = m->backfill_after ? CStringGetTextDatum(m->backfill_after) : (Datum) 0;
-		select_as_owner(m, sql, m->backfill_after ? 1 : 0, types, values);
-	}
-	/* the page's keys in key order: the last one is the next watermark */
-	n = SPI_processed;
-	b.recs = MemoryContextAllocZero(batch_ctx, sizeof(SyncRecord) * Max(n, 1));
-	for (uint64 r = 0; r < n; r++)
-		b.recs[r].key = MemoryContextStrdup(batch_ctx,
-											SPI_getvalue(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, 1));
-	b.n = (int) n;
-	if (n > 0)
-		b.last_key = b.recs[n - 1].key;
-	qsort(b.recs, b.n, sizeof(SyncRecord), compare_records);
-	read_rows(m, &b, batch_ctx);
-	{
-		/* rows without an embedding (or gone since) are not sent during a backfill */
-		int			k = 0;
-
-		for (int i = 0; i < b.n; i++)
-			if (b.recs[i].upsert || b.recs[i].error)
-				b.recs[k++] = b.recs[i];
-		b.n = k;
-	}
-	b.rows_read = b.n;		/* rows with an embedding: what backfill_total counts */
-	remember_keys_and_dimension(m, &b, GetMemoryChunkContext(m));
-	end_txn();
-
-	if (n > 0)
-	{
-		sync_send_batch(m, &b, &res);
-		if (res.outcome != SEND_OK)
-			return send_failed(m, st, &b, &res, wake_at);
-		finish_batch(m, st, &b, &res, true);
-	}
-	if (n < (uint64) limit)
-	{
-		if (m->reconcile)
-			return reconcile(m, st, wake_at);
-		begin_txn();
-		exec(psprintf("UPDATE chroma_sync.mirror SET backfill_done = true WHERE mirror_id = %d",
-					  m->mirror_id), 0, NULL, NULL, NULL, SPI_OK_UPDATE);
-		end_txn();
-		chroma_report_progress();
-		return true;
-	}
-	return true;
-}
-
 /* Makes sure the mirror knows its collection's id (after a 404 it is looked up again). */
 static bool
 ensure_collection(MirrorConfig *m, MirrorState *st, TimestampTz *wake_at)
@@ -991,8 +1311,8 @@ sync_mirror_step(MirrorConfig *m, MirrorState *st, TimestampTz *wake_at)
 	if (!ensure_collection(m, st, wake_at))
 		return true;
 	if (!m->backfill_done)
-		more |= backfill_step(m, st, wake_at);
+		more |= run_pipeline(m, st, wake_at, true);
 	if (st->next_attempt == 0 || GetCurrentTimestamp() >= st->next_attempt)
-		more |= drain_step(m, st, wake_at);
+		more |= run_pipeline(m, st, wake_at, false);
 	return more;
 }

@@ -20,6 +20,7 @@ typedef struct MirrorState
 	int			failures;		/* consecutive transient failures */
 	List	   *unknown_keys;	/* outcome-unknown keys to resend after the next success */
 	TimestampTz owner_checked_at;	/* last check of the collection's owner */
+	void	   *pipeline;		/* the step's batches in flight (sync.c) */
 } MirrorState;
 
 /* Test setting: stall between reading a batch and deleting its entries (ms). */
@@ -33,5 +34,12 @@ extern int	chroma_max_records_per_second;
  * Must be called outside a transaction.
  */
 extern bool sync_mirror_step(MirrorConfig *m, MirrorState *st, TimestampTz *wake_at);
+
+/*
+ * After a step failed with an error (its requests aborted): the keys of requests that
+ * may have reached Chroma are sent again after the next success. Call before the step's
+ * memory is reset.
+ */
+extern void sync_abandon(MirrorState *st);
 
 #endif							/* CHROMA_SYNC_SYNC_H */

@@ -49,6 +49,27 @@ typedef struct SendResult
 	uint64		acknowledged;
 } SendResult;
 
+/*
+ * A batch that goes out as one request without waiting for it (the worker's pipeline):
+ * only upserts or only deletes, within one request's size, no document to clear.
+ */
+typedef struct SyncFlight
+{
+	const char *op;				/* "upsert" or "delete" */
+	SyncRecord **recs;			/* the records sent (not the locally failed ones) */
+	int			n;
+	bool		base64;
+	cs_buf		body;
+	ChromaHttpRequest *req;		/* NULL: nothing to send */
+} SyncFlight;
+
+/* true (f filled, body encoded) when b can go out as one request; else use sync_send_batch */
+extern bool sync_flight_prepare(MirrorConfig *m, Batch *b, SyncFlight *f);
+/* Starts the request (after the rate limit); it proceeds while the caller reads more. */
+extern void sync_flight_begin(MirrorConfig *m, SyncFlight *f);
+/* Waits for the request; a refused one is bisected (synchronously) like sync_send_batch. */
+extern void sync_flight_finish(MirrorConfig *m, Batch *b, SyncFlight *f, SendResult *res);
+
 /* SEND_OK, SEND_RETRY or SEND_STOP (filling res), or (SendOutcome) -1: refused, bisect. */
 extern SendOutcome sync_classify(ChromaResponse *resp, SendResult *res);
 extern void sync_post(const char *url, cs_buf *body, ChromaResponse *resp);

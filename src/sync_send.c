@@ -84,6 +84,31 @@ sync_post(const char *url, cs_buf *body, ChromaResponse *resp)
 	chroma_classify(resp);
 }
 
+/* The body of one upsert or delete request of recs[0..n). */
+static void
+encode_body(MirrorConfig *m, const char *op, SyncRecord **recs, int n, int dim,
+			bool base64, cs_buf *body)
+{
+	cs_record  *crecs = palloc_array(cs_record, Max(n, 1));
+	cs_body_options opt;
+
+	for (int i = 0; i < n; i++)
+		crecs[i] = recs[i]->rec;
+	pgbuf_init(body, 1024);
+	if (strcmp(op, "delete") == 0)
+		cs_encode_ids(body, crecs, n);
+	else
+	{
+		opt.dim = dim;
+		opt.encoding = base64 ? CS_ENCODING_BASE64 : CS_ENCODING_JSON;
+		opt.with_embeddings = true;
+		opt.with_documents = m->document_attnum > 0;
+		opt.with_metadatas = true;
+		cs_encode_records(body, crecs, n, &opt);
+	}
+	pfree(crecs);
+}
+
 /*
  * Sends recs[0..n) as one request, bisecting on refusal; records refused rows' reasons
  * in recs[i].error. Stops at the first transient or fatal failure.
@@ -93,32 +118,15 @@ send_bisect(MirrorConfig *m, const char *op, SyncRecord **recs, int n, int dim,
 			bool base64, SendResult *res)
 {
 	cs_buf		body;
-	cs_record  *crecs;
-	cs_body_options opt;
 	ChromaResponse resp;
 	SendOutcome o;
 
 	if (n == 0 || res->outcome != SEND_OK)
 		return;
-	crecs = palloc_array(cs_record, n);
-	for (int i = 0; i < n; i++)
-		crecs[i] = recs[i]->rec;
-	pgbuf_init(&body, 1024);
-	if (strcmp(op, "delete") == 0)
-		cs_encode_ids(&body, crecs, n);
-	else
-	{
-		opt.dim = dim;
-		opt.encoding = base64 ? CS_ENCODING_BASE64 : CS_ENCODING_JSON;
-		opt.with_embeddings = true;
-		opt.with_documents = m->document_attnum > 0;
-		opt.with_metadatas = true;
-		cs_encode_records(&body, crecs, n, &opt);
-	}
+	encode_body(m, op, recs, n, dim, base64, &body);
 	rate_limit(n);
 	sync_post(chroma_records_url(m->collection_id, op), &body, &resp);
 	pfree(body.data);
-	pfree(crecs);
 
 	o = sync_classify(&resp, res);
 	if (o == SEND_OK)
@@ -139,6 +147,106 @@ send_bisect(MirrorConfig *m, const char *op, SyncRecord **recs, int n, int dim,
 	send_bisect(m, op, recs + n / 2, n - n / 2, dim, base64, res);
 }
 
+/* The largest request the worker sends: batch_size, the server's limit, the rate limit. */
+static int
+request_records(void)
+{
+	int			batch = chroma_effective_batch_size();
+
+	if (chroma_max_records_per_second > 0 && batch > chroma_max_records_per_second)
+		batch = chroma_max_records_per_second;
+	return batch;
+}
+
+/* Counts the records of b that did not fail: what "synced" counts (keys, not requests). */
+static uint64
+records_sent(Batch *b)
+{
+	uint64		n = 0;
+
+	for (int i = 0; i < b->n; i++)
+		if (b->recs[i].error == NULL)
+			n++;
+	return n;
+}
+
+bool
+sync_flight_prepare(MirrorConfig *m, Batch *b, SyncFlight *f)
+{
+	int			nup = 0;
+	int			ndel = 0;
+
+	memset(f, 0, sizeof(*f));
+	for (int i = 0; i < b->n; i++)
+	{
+		SyncRecord *r = &b->recs[i];
+
+		if (r->error)
+			continue;
+		if (r->clear_document)
+			return false;
+		if (r->upsert)
+			nup++;
+		else
+			ndel++;
+	}
+	if ((nup > 0 && ndel > 0) || nup + ndel > request_records())
+		return false;
+	f->op = nup > 0 ? "upsert" : "delete";
+	f->base64 = chroma_use_base64();
+	f->recs = palloc_array(SyncRecord *, Max(nup + ndel, 1));
+	for (int i = 0; i < b->n; i++)
+		if (b->recs[i].error == NULL)
+			f->recs[f->n++] = &b->recs[i];
+	if (f->n > 0)
+		encode_body(m, f->op, f->recs, f->n, b->dim, f->base64, &f->body);
+	return true;
+}
+
+void
+sync_flight_begin(MirrorConfig *m, SyncFlight *f)
+{
+	if (f->n == 0)
+		return;
+	rate_limit(f->n);
+	f->req = chroma_http_begin("POST", chroma_records_url(m->collection_id, f->op),
+							   f->body.data, f->body.len);
+}
+
+void
+sync_flight_finish(MirrorConfig *m, Batch *b, SyncFlight *f, SendResult *res)
+{
+	ChromaResponse resp;
+	SendOutcome o;
+
+	memset(res, 0, sizeof(*res));
+	res->outcome = SEND_OK;
+	if (f->req == NULL)
+		return;
+	memset(&resp, 0, sizeof(resp));
+	chroma_http_finish(f->req, &resp.http);
+	f->req = NULL;
+	chroma_classify(&resp);
+	pfree(f->body.data);
+	f->body.data = NULL;
+	o = sync_classify(&resp, res);
+	if (o == (SendOutcome) -1)
+	{
+		/* refused or too large: bisect, so only the bad rows fail */
+		if (f->n == 1)
+			f->recs[0]->error = psprintf("Chroma refused the row: HTTP %ld %s: %s",
+										 resp.http.status, resp.error_name ? resp.error_name : "",
+										 resp.message ? resp.message : "");
+		else
+		{
+			send_bisect(m, f->op, f->recs, f->n / 2, b->dim, f->base64, res);
+			send_bisect(m, f->op, f->recs + f->n / 2, f->n - f->n / 2, b->dim, f->base64, res);
+		}
+	}
+	if (res->outcome == SEND_OK)
+		res->acknowledged = records_sent(b);
+}
+
 /* Deletes (and clears documents) then upserts the batch's records. */
 void
 sync_send_batch(MirrorConfig *m, Batch *b, SendResult *res)
@@ -148,10 +256,7 @@ sync_send_batch(MirrorConfig *m, Batch *b, SendResult *res)
 	int			nd = 0;
 	int			nu = 0;
 	bool		base64 = chroma_use_base64();
-	int			batch = chroma_effective_batch_size();
-
-	if (chroma_max_records_per_second > 0 && batch > chroma_max_records_per_second)
-		batch = chroma_max_records_per_second;
+	int			batch = request_records();
 
 	memset(res, 0, sizeof(*res));
 	res->outcome = SEND_OK;
@@ -172,12 +277,7 @@ sync_send_batch(MirrorConfig *m, Batch *b, SendResult *res)
 		send_bisect(m, "upsert", ups + i, Min(batch, nu - i), b->dim, base64, res);
 	/* synced counts records (keys), not requests */
 	if (res->outcome == SEND_OK)
-	{
-		res->acknowledged = 0;
-		for (int i = 0; i < b->n; i++)
-			if (b->recs[i].error == NULL)
-				res->acknowledged++;
-	}
+		res->acknowledged = records_sent(b);
 }
 
 /* Deletes every record of the collection, page by page (TRUNCATE barrier). */

@@ -411,6 +411,7 @@ run_step(MirrorConfig *m, MirrorState *st, TimestampTz *wake_at, MemoryContext s
 		FlushErrorState();
 		AbortOutOfAnyTransaction();
 		chroma_http_abort_all();
+		sync_abandon(st);
 		ereport(LOG,
 				(errmsg("chroma_sync: mirror of \"%s\" failed: %s",
 						m->collection, edata->message)));
