@@ -4,12 +4,16 @@
 // over HTTP for the ids not seen yet; a row's latency is (first seen - commit). Prints
 // "rows N p50_ms X p99_ms Y max_ms Z missing M".
 //
-//   node latency.mjs CHROMA_PORT TABLE COLLECTION RATE SECONDS DIM
+//   node latency.mjs CHROMA_PORT TABLE COLLECTION RATE SECONDS DIM [direct]
+//
+// With "direct", the server's own floor measured the same way: each record is upserted
+// straight into Chroma over HTTP (no PostgreSQL); its "commit" is the upsert's response.
 //
 // PostgreSQL connection from the usual PG* environment variables.
 import pg from "pg";
 
-const [chromaPort, table, collectionName, rateArg, secondsArg, dimArg] = process.argv.slice(2);
+const [chromaPort, table, collectionName, rateArg, secondsArg, dimArg, mode] = process.argv.slice(2);
+const direct = mode === "direct";
 const rate = Number(rateArg), seconds = Number(secondsArg), dim = Number(dimArg);
 if (!chromaPort || !table || !collectionName || !(rate > 0) || !(seconds > 0) || !(dim > 0)) {
   console.error("usage: node latency.mjs CHROMA_PORT TABLE COLLECTION RATE SECONDS DIM");
@@ -30,9 +34,10 @@ async function chroma(path, body) {
 }
 
 const collId = (await chroma(`/${collectionName}`)).id;
-const db = new pg.Client();
-await db.connect();
+const db = direct ? null : new pg.Client();
+if (db) await db.connect();
 const emb = "{" + Array.from({ length: dim }, (_, i) => ((i % 97) / 97).toFixed(4)).join(",") + "}";
+const embArray = Array.from({ length: dim }, (_, i) => Number(((i % 97) / 97).toFixed(4)));
 
 const committed = new Map(); // id -> commit time (ms)
 const latencies = [];
@@ -64,13 +69,20 @@ const interval = 1000 / rate;
 const t0 = now();
 for (let i = 0; i < total; i++) {
   await sleep(t0 + i * interval - now());
-  const { rows } = await db.query(`INSERT INTO ${table} (embedding) VALUES ($1) RETURNING id::text AS id`, [emb]);
+  let id;
+  if (direct) {
+    id = `direct-${i}`;
+    await chroma(`/${collId}/upsert`, { ids: [id], embeddings: [embArray] });
+  } else {
+    const { rows } = await db.query(`INSERT INTO ${table} (embedding) VALUES ($1) RETURNING id::text AS id`, [emb]);
+    id = rows[0].id;
+  }
   lastCommit = now();
-  committed.set(rows[0].id, lastCommit);
+  committed.set(id, lastCommit);
 }
 writing = false;
 await poll;
-await db.end();
+if (db) await db.end();
 
 latencies.sort((a, b) => a - b);
 const pct = (p) => latencies.length ? latencies[Math.min(latencies.length - 1, Math.ceil(p * latencies.length) - 1)] : NaN;

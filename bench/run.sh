@@ -277,6 +277,11 @@ R[lat_p50]=$(echo "$out" | field p50_ms)
 R[lat_p99]=$(echo "$out" | field p99_ms)
 R[lat_max]=$(echo "$out" | field max_ms)
 R[lat_missing]=$(echo "$out" | field missing)
+step "latency floor: the same rate upserted straight into Chroma"
+out=$(node "$BENCH/latency.mjs" "$CHROMA_PORT" lat lat "$LAT_RATE" "$LAT_SECONDS" 384 direct 2>>"$LOG_DIR/latency.log") ||
+	die "latency.mjs direct failed (see $LOG_DIR/latency.log)"
+R[latd_p50]=$(echo "$out" | field p50_ms)
+R[latd_p99]=$(echo "$out" | field p99_ms)
 
 # ------------------------------------------------------------------ the table
 
@@ -346,6 +351,8 @@ runs() { [ -n "${R[runs_$1]:-}" ] && echo "${R[runs_$1]}"; }
 	row "  p50 (ms)" "${R[lat_p50]}" "" "<= 50" "$(verdict "${R[lat_p50]}" '<=' 50)" ""
 	row "  p99 (ms)" "${R[lat_p99]}" "" "<= 250" "$(verdict "${R[lat_p99]}" '<=' 250)" ""
 	row "  max (ms); rows never seen in Chroma" "${R[lat_max]}" "" "" "" "${R[lat_missing]} never seen"
+	row "  floor: upserted straight into Chroma, p50 (ms)" "${R[latd_p50]}" "" "" "" ""
+	row "  floor: upserted straight into Chroma, p99 (ms)" "${R[latd_p99]}" "" "" "" ""
 	echo
 	echo "total time: $((SECONDS - T0)) s; load average (1/5/15 min) at start: $LOAD_START," \
 		"at end: $(cut -d' ' -f1-3 /proc/loadavg) (this run alone keeps it near 1-2; higher means other work shared the CPUs)"

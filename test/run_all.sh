@@ -6,7 +6,7 @@
 # The last line of output is "N passed, M failed"; the exit status is non-zero when
 # anything failed or broke.
 #
-#   bash test/run_all.sh [--only static|unit|regress|tap[,...]] [--server old|new]
+#   bash test/run_all.sh [--only static|unit|regress|tap|bench[,...]] [--server old|new]
 #   TAP='03*' bash test/run_all.sh --only tap     (only the matching TAP files)
 #
 # Environment: KEEP=1 leaves the servers (and their data) running for debugging;
@@ -25,7 +25,7 @@ usage() {
 	exit "${1:-0}"
 }
 
-SUITES=static,unit,regress,tap
+SUITES=static,unit,regress,tap,bench
 SERVERS="old new"
 while [ $# -gt 0 ]; do
 	case $1 in
@@ -38,7 +38,7 @@ while [ $# -gt 0 ]; do
 	esac
 done
 for s in ${SUITES//,/ }; do
-	case $s in static | regress | unit | tap) ;; *) echo "unknown suite '$s' (static, regress, unit, tap)" >&2; exit 2 ;; esac
+	case $s in static | regress | unit | tap | bench) ;; *) echo "unknown suite '$s' (static, regress, unit, tap, bench)" >&2; exit 2 ;; esac
 done
 case $SERVERS in "old new" | old | new) ;; *) echo "unknown server '$SERVERS' (old or new)" >&2; exit 2 ;; esac
 wants() { [[ ",$SUITES," == *",$1,"* ]]; }
@@ -308,6 +308,20 @@ run_tap() {
 	CHROMA_PIDS_DIR=$WORK_DIR/chroma-pids
 }
 
+# ---------------------------------------------------------------------- bench smoke
+
+# The benchmark scripts with tiny sizes: proves they still work (the figures mean nothing).
+run_bench_smoke() {
+	if stage "benchmarks, smoke mode (bash bench/run.sh --smoke)" bench-smoke \
+		bg_run timeout 900 env PG_PREFIX="$PG_PREFIX" bash "$ROOT/bench/run.sh" --smoke; then
+		PASSED=$((PASSED + 1))
+		note "bench smoke: 1 passed, 0 failed"
+	else
+		FAILED=$((FAILED + 1))
+		note "bench smoke: 0 passed, 1 failed"
+	fi
+}
+
 # ---------------------------------------------------------------------- clean-up
 
 CLEANED=0
@@ -366,7 +380,7 @@ trap 'exit 143' TERM
 
 echo "chroma_sync tests: suites=$SUITES servers=${SERVERS// /,} work dir=$WORK_DIR"
 want_chroma=0 want_new=0
-{ wants regress || wants tap; } && want_chroma=1
+{ wants regress || wants tap || wants bench; } && want_chroma=1
 # TAP tests may start the new server themselves, whatever --server says.
 { [[ $SERVERS == *new* ]] || wants tap; } && want_new=1
 if ! stage "install dependencies" install install_deps "$want_chroma" "$want_new"; then
@@ -377,9 +391,9 @@ fi
 chown -R postgres: "$LOG_DIR" "$CHROMA_PIDS_DIR"
 
 built=1
-if wants regress || wants tap; then
+if wants regress || wants tap || wants bench; then
 	if ! stage "build and install the extension (WERROR=1)" build build_extension; then
-		broken "build: make WERROR=1 / make install failed; regress and tap not run"
+		broken "build: make WERROR=1 / make install failed; regress, tap and bench not run"
 		built=0
 	fi
 fi
@@ -391,6 +405,7 @@ if [ $built = 1 ]; then
 		for kind in $SERVERS; do run_regress "$kind"; done
 	fi
 	wants tap && run_tap
+	wants bench && run_bench_smoke
 fi
 
 FINISHED=1
