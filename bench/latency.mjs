@@ -7,7 +7,8 @@
 //   node latency.mjs CHROMA_PORT TABLE COLLECTION RATE SECONDS DIM [direct]
 //
 // With "direct", the server's own floor measured the same way: each record is upserted
-// straight into Chroma over HTTP (no PostgreSQL); its "commit" is the upsert's response.
+// straight into Chroma over HTTP (no PostgreSQL); its "commit" is the moment it is sent,
+// so Chroma's upsert time counts, as it does for a mirrored row.
 //
 // PostgreSQL connection from the usual PG* environment variables.
 import pg from "pg";
@@ -69,16 +70,17 @@ const interval = 1000 / rate;
 const t0 = now();
 for (let i = 0; i < total; i++) {
   await sleep(t0 + i * interval - now());
-  let id;
   if (direct) {
-    id = `direct-${i}`;
+    // the record is "committed" when it is handed to Chroma: the upsert counts as latency
+    const id = `direct-${i}`;
+    lastCommit = now();
+    committed.set(id, lastCommit);
     await chroma(`/${collId}/upsert`, { ids: [id], embeddings: [embArray] });
   } else {
     const { rows } = await db.query(`INSERT INTO ${table} (embedding) VALUES ($1) RETURNING id::text AS id`, [emb]);
-    id = rows[0].id;
+    lastCommit = now();
+    committed.set(rows[0].id, lastCommit);
   }
-  lastCommit = now();
-  committed.set(id, lastCommit);
 }
 writing = false;
 await poll;

@@ -23,6 +23,7 @@
 #include "storage/latch.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/guc.h"
 #include "utils/jsonb.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
@@ -299,6 +300,12 @@ fill_record(MirrorConfig *m, Batch *b, SyncRecord *r, HeapTuple tup, TupleDesc t
 static void
 remember_keys_and_dimension(MirrorConfig *m, Batch *b, MemoryContext keep)
 {
+	if (b->new_keys != NIL || (m->dimension == 0 && b->dim > 0))
+	{
+		/* durable before anything is sent (the worker commits asynchronously otherwise) */
+		(void) set_config_option("synchronous_commit", "on", PGC_USERSET, PGC_S_SESSION,
+								 GUC_ACTION_LOCAL, true, 0, false);
+	}
 	if (b->new_keys != NIL)
 	{
 		Oid			types[2] = {INT4OID, TEXTARRAYOID};
@@ -579,14 +586,15 @@ static bool reconcile(MirrorConfig *m, MirrorState *st, TimestampTz *wake_at);
 /* ---- the pipeline ---- */
 
 /*
- * A step sends up to PIPELINE_MAX_BATCHES batches. While one batch's request is in
- * flight the next batch is read and encoded, and sent as soon as it is ready if its keys
- * differ from those in flight (a key is never in two requests at once); otherwise it
- * waits for them. Batches are finished (queue entries deleted, watermark persisted) in
- * the order they were read.
+ * A step sends batch after batch for up to PIPELINE_MAX_MS. While one batch's request is
+ * in flight, the next batch is read and encoded; it is sent the moment that request
+ * completes, and only then is the completed batch finished (queue entries deleted,
+ * watermark persisted). One request at a time: a key is never in two requests at once,
+ * and Chroma applies writes one after the other anyway (concurrent writes to the same
+ * collection only contend inside the server).
  */
-#define PIPELINE_DEPTH		CHROMA_HTTP_MAX_INFLIGHT
 #define PIPELINE_MAX_BATCHES 64
+#define PIPELINE_MAX_MS		1000	/* per step, so other mirrors get their turn */
 
 typedef struct Flight
 {
@@ -602,8 +610,9 @@ typedef struct Pipeline
 	MirrorState *st;
 	TimestampTz *wake_at;
 	bool		backfill;
-	int			nfl;
-	Flight	   *fl[PIPELINE_DEPTH];	/* oldest first */
+	Flight	   *inflight;		/* its request is in flight */
+	Flight	   *ready;			/* read and encoded, sent when inflight completes */
+	bool		backlog;		/* drain: the last read filled a batch */
 } Pipeline;
 
 static Flight *
@@ -620,7 +629,8 @@ flight_new(void)
 static void
 flight_free(Flight *f)
 {
-	MemoryContextDelete(f->ctx);
+	if (f != NULL)
+		MemoryContextDelete(f->ctx);
 }
 
 static void
@@ -652,27 +662,6 @@ stop_requested(MirrorConfig *m)
 	return stop;
 }
 
-/* Do two batches (records sorted by key) share a key? */
-static bool
-keys_overlap(Batch *a, Batch *b)
-{
-	int			i = 0;
-	int			j = 0;
-
-	while (i < a->n && j < b->n)
-	{
-		int			c = strcmp(a->recs[i].key, b->recs[j].key);
-
-		if (c == 0)
-			return true;
-		if (c < 0)
-			i++;
-		else
-			j++;
-	}
-	return false;
-}
-
 /* Keys of requests that may reach Chroma late: sent again after the next success. */
 static void
 remember_unknown(MirrorState *st, Batch *b)
@@ -685,47 +674,43 @@ remember_unknown(MirrorState *st, Batch *b)
 }
 
 /*
- * Waits for the oldest request and finishes its batch. On failure the other requests
- * are waited for too (a later drain batch that succeeded is finished; a later backfill
- * page is not, the watermark must not pass the failed page) and false is returned.
+ * Waits for the request in flight; on success sends the ready batch (if any) and then
+ * finishes the completed one. On failure the ready batch is dropped (its entries stay
+ * queued, its page is read again) and false is returned.
  */
 static bool
 pipeline_complete(Pipeline *p)
 {
-	Flight	   *f = p->fl[0];
+	Flight	   *f = p->inflight;
 	SendResult	res;
 
 	sync_flight_finish(p->m, &f->b, &f->f, &res);
-	p->nfl--;
-	memmove(&p->fl[0], &p->fl[1], sizeof(Flight *) * p->nfl);
-	if (res.outcome == SEND_OK)
+	p->inflight = NULL;
+	if (res.outcome != SEND_OK)
 	{
-		finish_batch(p->m, p->st, &f->b, &res, p->backfill);
+		flight_free(p->ready);
+		p->ready = NULL;
+		(void) send_failed(p->m, p->st, &f->b, &res, p->wake_at);
 		flight_free(f);
-		return true;
+		return false;
 	}
-	while (p->nfl > 0)
+	if (p->ready != NULL)
 	{
-		Flight	   *g = p->fl[0];
-		SendResult	r2;
-
-		sync_flight_finish(p->m, &g->b, &g->f, &r2);
-		p->nfl--;
-		memmove(&p->fl[0], &p->fl[1], sizeof(Flight *) * p->nfl);
-		if (r2.outcome == SEND_OK && !p->backfill)
-			finish_batch(p->m, p->st, &g->b, &r2, false);
-		else if (r2.outcome_unknown)
-			remember_unknown(p->st, &g->b);
-		flight_free(g);
+		if (!p->backfill)
+			stall_for_tests();
+		sync_flight_begin(p->m, &p->ready->f);
+		p->inflight = p->ready;
+		p->ready = NULL;
 	}
-	(void) send_failed(p->m, p->st, &f->b, &res, p->wake_at);
-	return false;
+	finish_batch(p->m, p->st, &f->b, &res, p->backfill);
+	flight_free(f);
+	return true;
 }
 
 static bool
 pipeline_complete_all(Pipeline *p)
 {
-	while (p->nfl > 0)
+	while (p->inflight != NULL)
 		if (!pipeline_complete(p))
 			return false;
 	return true;
@@ -740,30 +725,25 @@ sync_abandon(MirrorState *st)
 	if (p == NULL)
 		return;
 	set_busy(0);
-	/* the requests are aborted, but may have reached the server */
-	for (int i = 0; i < p->nfl; i++)
-		if (p->fl[i]->f.req != NULL)
-			remember_unknown(st, &p->fl[i]->b);
-	p->nfl = 0;
+	/* the request is aborted, but may have reached the server */
+	if (p->inflight != NULL && p->inflight->f.req != NULL)
+		remember_unknown(st, &p->inflight->b);
+	p->inflight = p->ready = NULL;
 }
 
 /* ---- reading batches ---- */
 
-/* The in-flight queue ids above after (coalesced entries of batches in flight). */
+/* The queue ids of the batch in flight above after (its coalesced entries). */
 static Datum
 inflight_qids(Pipeline *p, int64 after)
 {
+	Batch	   *fb = p->inflight ? &p->inflight->b : NULL;
+	Datum	   *d = palloc_array(Datum, Max(fb ? fb->nqids : 0, 1));
 	int			n = 0;
-	Datum	   *d;
 
-	for (int i = 0; i < p->nfl; i++)
-		n += p->fl[i]->b.nqids;
-	d = palloc_array(Datum, Max(n, 1));
-	n = 0;
-	for (int i = 0; i < p->nfl; i++)
-		for (int j = 0; j < p->fl[i]->b.nqids; j++)
-			if (p->fl[i]->b.qids[j] > after)
-				d[n++] = Int64GetDatum(p->fl[i]->b.qids[j]);
+	for (int j = 0; fb != NULL && j < fb->nqids; j++)
+		if (fb->qids[j] > after)
+			d[n++] = Int64GetDatum(fb->qids[j]);
 	return PointerGetDatum(construct_array(d, n, INT8OID, 8, true, TYPALIGN_DOUBLE));
 }
 
@@ -784,7 +764,7 @@ read_drain_batch(Pipeline *p, Flight *f)
 	MirrorConfig *m = p->m;
 	Batch	   *b = &f->b;
 	int			limit = chroma_effective_batch_size();
-	int64		after = p->nfl > 0 ? p->fl[p->nfl - 1]->scan_max : 0;
+	int64		after = p->inflight ? p->inflight->scan_max : 0;
 	char	  **keys;
 	int			nkeys = 0;
 	Datum		excluded;
@@ -834,6 +814,7 @@ read_drain_batch(Pipeline *p, Flight *f)
 			keys[nkeys++] = key;
 		}
 		f->scan_max = b->qids[b->nqids - 1];
+		p->backlog = (n == (uint64) limit && b->nqids == limit);
 		MemoryContextSwitchTo(old);
 	}
 
@@ -983,27 +964,26 @@ read_backfill_batch(Pipeline *p, Flight *f, const char *after)
 static void
 pipeline_end(Pipeline *p)
 {
-	while (p->nfl > 0)
+	if (p->inflight != NULL)
 	{
-		/* only after a failure: wait, and forget */
+		/* only when asked to stop: wait, and forget */
 		SendResult	res;
 
-		sync_flight_finish(p->m, &p->fl[0]->b, &p->fl[0]->f, &res);
+		sync_flight_finish(p->m, &p->inflight->b, &p->inflight->f, &res);
 		if (res.outcome_unknown)
-			remember_unknown(p->st, &p->fl[0]->b);
-		flight_free(p->fl[0]);
-		p->nfl--;
-		memmove(&p->fl[0], &p->fl[1], sizeof(Flight *) * p->nfl);
+			remember_unknown(p->st, &p->inflight->b);
+		flight_free(p->inflight);
+		p->inflight = NULL;
 	}
+	flight_free(p->ready);
+	p->ready = NULL;
 	p->st->pipeline = NULL;
 	set_busy(0);
 }
 
-#define PIPELINE_MAX_MS		1000	/* per step, so other mirrors get their turn */
-
 /*
  * Sends one batch that cannot go out as a single request (deletes and upserts, cleared
- * documents, a TRUNCATE), synchronously, after everything in flight.
+ * documents, a TRUNCATE), synchronously, after the request in flight.
  */
 static bool
 send_alone(Pipeline *p, Flight *f, bool barrier)
@@ -1059,7 +1039,12 @@ run_pipeline(MirrorConfig *m, MirrorState *st, TimestampTz *wake_at, bool backfi
 			ok = false;
 			break;
 		}
-		if (!exhausted && p->nfl < PIPELINE_DEPTH && batches < PIPELINE_MAX_BATCHES &&
+		/*
+		 * Read ahead while a request is in flight only with a backlog: otherwise reading
+		 * after it completes also picks up what was committed meanwhile (lower latency).
+		 */
+		if (p->ready == NULL && !exhausted && batches < PIPELINE_MAX_BATCHES &&
+			(p->inflight == NULL || backfill || p->backlog) &&
 			!TimestampDifferenceExceeds(started, GetCurrentTimestamp(), PIPELINE_MAX_MS))
 		{
 			Flight	   *f = flight_new();
@@ -1073,14 +1058,13 @@ run_pipeline(MirrorConfig *m, MirrorState *st, TimestampTz *wake_at, bool backfi
 
 				if (n < (uint64) limit)
 					exhausted = last_page = true;
-				if (n > 0)
-					after_key = MemoryContextStrdup(GetMemoryChunkContext(p), f->b.last_key);
-				else
+				if (n == 0)
 				{
 					MemoryContextSwitchTo(old);
 					flight_free(f);
 					continue;
 				}
+				after_key = MemoryContextStrdup(GetMemoryChunkContext(p), f->b.last_key);
 			}
 			else
 			{
@@ -1103,25 +1087,22 @@ run_pipeline(MirrorConfig *m, MirrorState *st, TimestampTz *wake_at, bool backfi
 				continue;
 			}
 			MemoryContextSwitchTo(old);
-			for (int i = 0; i < p->nfl && ok; i++)
-				if (keys_overlap(&p->fl[i]->b, &f->b))
-					ok = pipeline_complete_all(p);
-			if (!ok)
+			if (p->inflight == NULL)
 			{
-				flight_free(f);
-				break;
+				if (!backfill)
+					stall_for_tests();
+				sync_flight_begin(m, &f->f);
+				p->inflight = f;
 			}
-			if (!backfill)
-				stall_for_tests();
-			sync_flight_begin(m, &f->f);
-			p->fl[p->nfl++] = f;
+			else
+				p->ready = f;
 			continue;
 		}
-		if (p->nfl == 0)
+		if (p->inflight == NULL)
 			break;
 		ok = pipeline_complete(p);
 		/* commits during the request may have queued more: look again */
-		if (!backfill && exhausted)
+		if (!backfill)
 			exhausted = false;
 	}
 	pipeline_end(p);

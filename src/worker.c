@@ -467,6 +467,15 @@ chroma_worker_main(Datum arg)
 	pgstat_report_appname("chroma_sync worker");
 	mirror_fix_render_settings();
 
+	/*
+	 * The worker's own commits (queue entries done, progress, watermarks) need not wait
+	 * for the WAL flush: after a crash, what they record is just done again (upserts and
+	 * deletes are idempotent). The one exception, metadata keys remembered before they
+	 * are sent, commits synchronously (sync.c).
+	 */
+	(void) set_config_option("synchronous_commit", "off", PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SET, true, 0, false);
+
 	/* exactly one worker per database: claim the slot or leave */
 	LWLockAcquire(chroma_shared->lock, LW_EXCLUSIVE);
 	my_slot = chroma_find_slot(dboid);
