@@ -51,26 +51,6 @@ PG_FUNCTION_INFO_V1(chroma_retry_failed);
 static List *drop_at_commit = NIL;
 static bool drop_callback_registered = false;
 
-typedef struct SavedUser
-{
-	Oid			userid;
-	int			sec;
-} SavedUser;
-
-/* Errors restore the user at abort; callers restore it on success. */
-static void
-become_extension_owner(SavedUser *s)
-{
-	GetUserIdAndSecContext(&s->userid, &s->sec);
-	SetUserIdAndSecContext(chroma_extension_owner(), s->sec | SECURITY_LOCAL_USERID_CHANGE);
-}
-
-static void
-restore_user(SavedUser *s)
-{
-	SetUserIdAndSecContext(s->userid, s->sec);
-}
-
 static void
 spi_exec(const char *sql, int nargs, Oid *types, Datum *values, int expect)
 {
@@ -123,12 +103,12 @@ static MirrorConfig *
 owned_mirror(FunctionCallInfo fcinfo, int coll_arg)
 {
 	Oid			relid = owned_source(fcinfo);
-	SavedUser	su;
+	ChromaSavedUser su;
 	MirrorConfig *m;
 
-	become_extension_owner(&su);
+	chroma_become_extension_owner(&su);
 	m = mirror_lookup(relid, optional_text(fcinfo, coll_arg));
-	restore_user(&su);
+	chroma_restore_user(&su);
 	return m;
 }
 
@@ -305,7 +285,7 @@ chroma_mirror(PG_FUNCTION_ARGS)
 	Datum	   *meta_atts = NULL;
 	int			nmeta = 0;
 	ChromaCollection coll;
-	SavedUser	su;
+	ChromaSavedUser su;
 	int			mirror_id;
 	char	   *qname;
 
@@ -390,7 +370,7 @@ chroma_mirror(PG_FUNCTION_ARGS)
 	if (filter)
 		check_filter(qname, filter);
 
-	become_extension_owner(&su);
+	chroma_become_extension_owner(&su);
 	SPI_connect();
 	{
 		Oid			types[2] = {OIDOID, TEXTOID};
@@ -473,7 +453,7 @@ chroma_mirror(PG_FUNCTION_ARGS)
 					  "ENABLE ALWAYS TRIGGER chroma_sync_%d_flush",
 					  qname, mirror_id, mirror_id, mirror_id), 0, NULL, NULL, SPI_OK_UTILITY);
 	SPI_finish();
-	restore_user(&su);
+	chroma_restore_user(&su);
 
 	chroma_bump_config();
 	chroma_wake_at_commit();
@@ -574,7 +554,7 @@ chroma_unmirror(PG_FUNCTION_ARGS)
 	Oid			relid;
 	bool		drop_collection = PG_ARGISNULL(1) ? false : PG_GETARG_BOOL(1);
 	MirrorConfig *m;
-	SavedUser	su;
+	ChromaSavedUser su;
 	Oid			types[1] = {INT4OID};
 	Datum		values[1];
 
@@ -585,7 +565,7 @@ chroma_unmirror(PG_FUNCTION_ARGS)
 	 * then updates the mirror row, so the other order could deadlock with it.
 	 */
 	LockRelationOid(relid, AccessExclusiveLock);
-	become_extension_owner(&su);
+	chroma_become_extension_owner(&su);
 	m = mirror_lookup(relid, optional_text(fcinfo, 2));
 	values[0] = Int32GetDatum(m->mirror_id);
 	SPI_connect();
@@ -601,7 +581,7 @@ chroma_unmirror(PG_FUNCTION_ARGS)
 	spi_exec("DELETE FROM chroma_sync.failed WHERE mirror_id = $1", 1, types, values, SPI_OK_DELETE);
 	spi_exec("DELETE FROM chroma_sync.mirror WHERE mirror_id = $1", 1, types, values, SPI_OK_DELETE);
 	SPI_finish();
-	restore_user(&su);
+	chroma_restore_user(&su);
 
 	wait_for_inflight(m->mirror_id);
 	chroma_bump_config();
@@ -625,12 +605,12 @@ static void
 set_paused(FunctionCallInfo fcinfo, bool paused)
 {
 	MirrorConfig *m;
-	SavedUser	su;
+	ChromaSavedUser su;
 	Oid			types[2] = {INT4OID, BOOLOID};
 	Datum		values[2];
 
 	m = owned_mirror(fcinfo, 1);
-	become_extension_owner(&su);
+	chroma_become_extension_owner(&su);
 	values[0] = Int32GetDatum(m->mirror_id);
 	values[1] = BoolGetDatum(paused);
 	SPI_connect();
@@ -644,7 +624,7 @@ set_paused(FunctionCallInfo fcinfo, bool paused)
 				 "WHERE mirror_id = $1 AND NOT $2",
 				 2, types, values, SPI_OK_UPDATE);
 	SPI_finish();
-	restore_user(&su);
+	chroma_restore_user(&su);
 	chroma_bump_config();
 	chroma_wake_at_commit();
 }
@@ -706,7 +686,7 @@ chroma_flush(PG_FUNCTION_ARGS)
 {
 	ArrayType  *ids;
 	int			n;
-	SavedUser	su;
+	ChromaSavedUser su;
 	Interval   *timeout = PG_ARGISNULL(1) ? NULL : PG_GETARG_INTERVAL_P(1);
 	int64		timeout_ms = 60000;
 	TimestampTz deadline;
@@ -727,7 +707,7 @@ chroma_flush(PG_FUNCTION_ARGS)
 	if (timeout_ms < 0)
 		timeout_ms = 0;
 
-	become_extension_owner(&su);
+	chroma_become_extension_owner(&su);
 	ids = chosen_mirrors(fcinfo, 0, 2, InvalidOid, &n);
 	for (int i = 0; i < n; i++)
 	{
@@ -768,7 +748,7 @@ chroma_flush(PG_FUNCTION_ARGS)
 	}
 	ConditionVariableCancelSleep();
 	SPI_finish();
-	restore_user(&su);
+	chroma_restore_user(&su);
 	PG_RETURN_BOOL(done);
 }
 
@@ -777,7 +757,7 @@ chroma_resync(PG_FUNCTION_ARGS)
 {
 	Oid			relid;
 	MirrorConfig *m;
-	SavedUser	su;
+	ChromaSavedUser su;
 	int64		rows;
 	bool		isnull;
 
@@ -788,7 +768,7 @@ chroma_resync(PG_FUNCTION_ARGS)
 	spi_exec(psprintf("SELECT pg_catalog.count(*) FROM %s WHERE %s",
 					  qualified_name(relid), mirror_present_sql(m)), 0, NULL, NULL, SPI_OK_SELECT);
 	rows = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
-	become_extension_owner(&su);
+	chroma_become_extension_owner(&su);
 	{
 		Oid			types[2] = {INT4OID, INT8OID};
 		Datum		values[2] = {Int32GetDatum(m->mirror_id), Int64GetDatum(rows)};
@@ -798,7 +778,7 @@ chroma_resync(PG_FUNCTION_ARGS)
 				 2, types, values, SPI_OK_UPDATE);
 	}
 	SPI_finish();
-	restore_user(&su);
+	chroma_restore_user(&su);
 	chroma_bump_config();
 	chroma_wake_at_commit();
 	PG_RETURN_INT64(rows);
@@ -809,12 +789,12 @@ chroma_retry_failed(PG_FUNCTION_ARGS)
 {
 	ArrayType  *ids;
 	int			n;
-	SavedUser	su;
+	ChromaSavedUser su;
 	int64		count;
 	Oid			types[1] = {INT4ARRAYOID};
 	Datum		values[1];
 
-	become_extension_owner(&su);
+	chroma_become_extension_owner(&su);
 	ids = chosen_mirrors(fcinfo, 0, 1, su.userid, &n);
 	values[0] = PointerGetDatum(ids);
 	SPI_connect();
@@ -824,7 +804,7 @@ chroma_retry_failed(PG_FUNCTION_ARGS)
 			 1, types, values, SPI_OK_INSERT);
 	count = (int64) SPI_processed;
 	SPI_finish();
-	restore_user(&su);
+	chroma_restore_user(&su);
 	chroma_wake_at_commit();
 	PG_RETURN_INT64(count);
 }
@@ -834,7 +814,7 @@ chroma_adopt(PG_FUNCTION_ARGS)
 {
 	Oid			relid;
 	MirrorConfig *m;
-	SavedUser	su;
+	ChromaSavedUser su;
 	ChromaCollection coll;
 	char	   *sysid = mirror_system_identifier();
 
@@ -844,7 +824,7 @@ chroma_adopt(PG_FUNCTION_ARGS)
 	chroma_api_create_collection(m->collection, NULL, NULL, true, &coll);
 	ownership_claim(&coll, ownership_tag(sysid, MyDatabaseId, relid), true);
 
-	become_extension_owner(&su);
+	chroma_become_extension_owner(&su);
 	SPI_connect();
 	{
 		Oid			types[4] = {INT4OID, TEXTOID, OIDOID, TEXTOID};
@@ -859,7 +839,7 @@ chroma_adopt(PG_FUNCTION_ARGS)
 				 4, types, values, SPI_OK_UPDATE);
 	}
 	SPI_finish();
-	restore_user(&su);
+	chroma_restore_user(&su);
 	chroma_bump_config();
 	chroma_wake_at_commit();
 	PG_RETURN_VOID();

@@ -9,6 +9,7 @@
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "lib/stringinfo.h"
+#include "miscadmin.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
@@ -265,4 +266,26 @@ mirror_fix_render_settings(void)
 	for (size_t i = 0; i < lengthof(settings); i++)
 		(void) set_config_option(settings[i][0], settings[i][1], PGC_USERSET, PGC_S_SESSION,
 								 GUC_ACTION_SAVE, true, 0, false);
+}
+
+char	   *mirror_owner_search_path = NULL;
+
+void
+mirror_become_owner(MirrorConfig *m, MirrorSavedUser *s)
+{
+	GetUserIdAndSecContext(&s->userid, &s->sec);
+	s->guc_level = NewGUCNestLevel();
+	if (mirror_owner_search_path)
+		(void) set_config_option("search_path", mirror_owner_search_path, PGC_USERSET,
+								 PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+	SetUserIdAndSecContext(m->owner,
+						   s->sec | SECURITY_LOCAL_USERID_CHANGE | SECURITY_RESTRICTED_OPERATION);
+}
+
+/* Errors restore the user and settings at (sub)transaction abort. */
+void
+mirror_restore_user(MirrorSavedUser *s)
+{
+	SetUserIdAndSecContext(s->userid, s->sec);
+	AtEOXact_GUC(false, s->guc_level);
 }

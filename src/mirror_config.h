@@ -72,6 +72,24 @@ extern char *mirror_key_text(Oid key_type, Datum value);
  */
 extern void mirror_fix_render_settings(void);
 
+/*
+ * The mirror owner's code (its filter, casts of its columns) runs with the owner's rights
+ * as a security-restricted operation, and every setting it changes is undone after it:
+ * it must not act in the worker's or a superuser's session beyond the SELECT.
+ */
+typedef struct MirrorSavedUser
+{
+	Oid			userid;
+	int			sec;
+	int			guc_level;
+} MirrorSavedUser;
+
+extern void mirror_become_owner(MirrorConfig *m, MirrorSavedUser *s);
+extern void mirror_restore_user(MirrorSavedUser *s);
+
+/* The worker's configured search_path, for the owner's SELECTs (NULL: keep the session's). */
+extern char *mirror_owner_search_path;
+
 /* This cluster's system identifier as text. */
 extern char *mirror_system_identifier(void);
 

@@ -338,13 +338,11 @@ remember_keys_and_dimension(MirrorConfig *m, Batch *b, MemoryContext keep)
 static void
 select_as_owner(MirrorConfig *m, const char *sql, int nargs, Oid *types, Datum *values)
 {
-	Oid			save_user;
-	int			save_sec;
+	MirrorSavedUser su;
 
-	GetUserIdAndSecContext(&save_user, &save_sec);
-	SetUserIdAndSecContext(m->owner, save_sec | SECURITY_LOCAL_USERID_CHANGE);
+	mirror_become_owner(m, &su);
 	exec(sql, nargs, types, values, NULL, SPI_OK_SELECT);
-	SetUserIdAndSecContext(save_user, save_sec);
+	mirror_restore_user(&su);
 }
 
 /* ---- finishing a batch ---- */
@@ -901,16 +899,12 @@ read_backfill_batch(Pipeline *p, Flight *f, const char *after)
 	if (after == NULL)
 	{
 		/* a (re)started backfill: count what is to send, for progress in status */
-		Oid			save_user;
-		int			save_sec;
 		bool		isnull;
 		int64		total;
 
-		GetUserIdAndSecContext(&save_user, &save_sec);
-		SetUserIdAndSecContext(m->owner, save_sec | SECURITY_LOCAL_USERID_CHANGE);
-		exec(psprintf("SELECT pg_catalog.count(*) FROM %s WHERE %s", table, mirror_present_sql(m)),
-			 0, NULL, NULL, NULL, SPI_OK_SELECT);
-		SetUserIdAndSecContext(save_user, save_sec);
+		select_as_owner(m, psprintf("SELECT pg_catalog.count(*) FROM %s WHERE %s", table,
+									mirror_present_sql(m)),
+						0, NULL, NULL);
 		total = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 		exec(psprintf("UPDATE chroma_sync.mirror SET backfill_total = " INT64_FORMAT ", "
 					  "backfill_sent = 0, backfill_started_at = pg_catalog.now() "

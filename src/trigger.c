@@ -25,6 +25,7 @@
 #include "utils/builtins.h"
 #include "utils/datum.h"
 #include "utils/fmgroids.h"
+#include "utils/guc.h"
 #include "utils/hsearch.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
@@ -166,6 +167,34 @@ chroma_extension_owner(void)
 	return ext_owner;
 }
 
+int
+chroma_pin_search_path(void)
+{
+	int			level = NewGUCNestLevel();
+
+	(void) set_config_option("search_path", "pg_catalog, pg_temp", PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
+	return level;
+}
+
+/* Errors restore the user and search_path at (sub)transaction abort. */
+void
+chroma_become_extension_owner(ChromaSavedUser *s)
+{
+	Oid			owner = chroma_extension_owner();
+
+	GetUserIdAndSecContext(&s->userid, &s->sec);
+	s->guc_level = chroma_pin_search_path();
+	SetUserIdAndSecContext(owner, s->sec | SECURITY_LOCAL_USERID_CHANGE);
+}
+
+void
+chroma_restore_user(ChromaSavedUser *s)
+{
+	SetUserIdAndSecContext(s->userid, s->sec);
+	AtEOXact_GUC(true, s->guc_level);
+}
+
 static CaptureInfo *
 capture_info(int mirror_id, Oid relid, int natts)
 {
@@ -198,7 +227,10 @@ capture_info(int mirror_id, Oid relid, int natts)
 		MemoryContext old;
 		int			n = 0;
 
+		int			level = chroma_pin_search_path();
+
 		m = mirror_load(mirror_id);
+		AtEOXact_GUC(true, level);
 		if (m == NULL)
 			return NULL;		/* mirror dropped: nothing to capture */
 		if (m->relid != relid)
@@ -261,14 +293,11 @@ column_changed(HeapTuple oldtup, HeapTuple newtup, TupleDesc td, AttrNumber att)
 static void
 insert_rows(const char *sql, int nargs, Oid *types, Datum *values, const char *nulls)
 {
-	Oid			save_userid;
-	int			save_sec;
+	ChromaSavedUser su;
 	bool		connected = false;
-
 	bool		pushed = false;
 
-	GetUserIdAndSecContext(&save_userid, &save_sec);
-	SetUserIdAndSecContext(chroma_extension_owner(), save_sec | SECURITY_LOCAL_USERID_CHANGE);
+	chroma_become_extension_owner(&su);
 	/* at PRE_COMMIT no statement is running: give the insert a snapshot */
 	if (!ActiveSnapshotSet())
 	{
@@ -283,7 +312,7 @@ insert_rows(const char *sql, int nargs, Oid *types, Datum *values, const char *n
 		SPI_finish();
 	if (pushed)
 		PopActiveSnapshot();
-	SetUserIdAndSecContext(save_userid, save_sec);
+	chroma_restore_user(&su);
 }
 
 static void

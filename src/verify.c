@@ -201,19 +201,14 @@ try_read_expected(MirrorConfig *m, const char *sql, int nargs, Datum *values, HT
 	MemoryContextSwitchTo(oldctx);
 	PG_TRY();
 	{
-		Oid			save_user;
-		int			save_sec;
-		int			guc_level;
+		MirrorSavedUser su;
 		Oid			types[1] = {TEXTOID};
 
-		GetUserIdAndSecContext(&save_user, &save_sec);
-		guc_level = NewGUCNestLevel();
+		mirror_become_owner(m, &su);
 		mirror_fix_render_settings();
-		SetUserIdAndSecContext(m->owner, save_sec | SECURITY_LOCAL_USERID_CHANGE);
 		if (SPI_execute_with_args(sql, nargs, types, values, NULL, true, 0) != SPI_OK_SELECT)
 			elog(ERROR, "could not read the mirrored table");
-		SetUserIdAndSecContext(save_user, save_sec);
-		AtEOXact_GUC(true, guc_level);
+		mirror_restore_user(&su);
 		for (uint64 r = 0; r < SPI_processed; r++)
 		{
 			HeapTuple	tup = SPI_tuptable->vals[r];
@@ -265,8 +260,7 @@ chroma_verify(PG_FUNCTION_ARGS)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	MirrorConfig *m;
-	Oid			save_user;
-	int			save_sec;
+	ChromaSavedUser su;
 	HTAB	   *table;
 	HASHCTL		ctl;
 	int64		nrows = 0;
@@ -284,10 +278,9 @@ chroma_verify(PG_FUNCTION_ARGS)
 				 errmsg("source must not be null")));
 	InitMaterializedSRF(fcinfo, 0);
 
-	GetUserIdAndSecContext(&save_user, &save_sec);
-	SetUserIdAndSecContext(chroma_extension_owner(), save_sec | SECURITY_LOCAL_USERID_CHANGE);
+	chroma_become_extension_owner(&su);
 	m = mirror_lookup(PG_GETARG_OID(0), PG_ARGISNULL(1) ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(1)));
-	SetUserIdAndSecContext(save_user, save_sec);
+	chroma_restore_user(&su);
 	if (m->collection_id == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),

@@ -14,6 +14,7 @@
 #include "access/table.h"
 #include "access/xact.h"
 #include "access/xlog.h"
+#include "catalog/namespace.h"
 #include "catalog/pg_database.h"
 #include "commands/extension.h"
 #include "executor/spi.h"
@@ -466,6 +467,10 @@ chroma_worker_main(Datum arg)
 	BackgroundWorkerInitializeConnectionByOid(dboid, InvalidOid, 0);
 	pgstat_report_appname("chroma_sync worker");
 	mirror_fix_render_settings();
+	/* the owners' SELECTs keep the database's search_path; the worker's own statements pin it */
+	mirror_owner_search_path = MemoryContextStrdup(TopMemoryContext, namespace_search_path);
+	(void) set_config_option("search_path", "pg_catalog, pg_temp", PGC_SUSET, PGC_S_SESSION,
+							 GUC_ACTION_SET, true, 0, false);
 
 	/*
 	 * The worker's own commits (queue entries done, progress, watermarks) need not wait
