@@ -90,6 +90,8 @@ SELECT chroma_pause('regress_me');
 SELECT chroma_resume('regress_me');
 SELECT chroma_resync('regress_me');
 SELECT chroma_retry_failed('regress_me');
+-- chroma_verify reads the table with the owner's rights: the owner's call only.
+SELECT * FROM chroma_verify('regress_me');
 -- Without a source, only the caller's own mirrors are retried.
 SELECT chroma_retry_failed();
 RESET ROLE;

@@ -12,6 +12,7 @@
 #include "funcapi.h"
 #include "mb/pg_wchar.h"
 #include "miscadmin.h"
+#include "utils/acl.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
@@ -276,6 +277,11 @@ chroma_verify(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("source must not be null")));
+	/* it reads the table with the mirror owner's rights: only its owner may ask */
+	if (!pg_class_ownercheck(PG_GETARG_OID(0), GetUserId()))
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("must be owner of table %s", get_rel_name(PG_GETARG_OID(0)))));
 	InitMaterializedSRF(fcinfo, 0);
 
 	chroma_become_extension_owner(&su);
