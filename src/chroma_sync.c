@@ -239,6 +239,28 @@ define_settings(void)
 	MarkGUCPrefixReserved("chroma_sync");
 }
 
+static emit_log_hook_type prev_emit_log_hook = NULL;
+
+/*
+ * PostgreSQL reports a setting changed on reload, or refused, with its value: in the
+ * server log (and to the client) that would be the API key. Those messages lose the value.
+ * message_id is the untranslated format, whatever lc_messages is.
+ */
+static void
+redact_api_key(ErrorData *edata)
+{
+	if (edata->message_id && edata->message &&
+		strstr(edata->message, "\"chroma_sync.api_key\"") != NULL)
+	{
+		if (strcmp(edata->message_id, "parameter \"%s\" changed to \"%s\"") == 0)
+			edata->message = pstrdup("parameter \"chroma_sync.api_key\" changed");
+		else if (strcmp(edata->message_id, "invalid value for parameter \"%s\": \"%s\"") == 0)
+			edata->message = pstrdup("invalid value for parameter \"chroma_sync.api_key\"");
+	}
+	if (prev_emit_log_hook)
+		prev_emit_log_hook(edata);
+}
+
 static ProcessUtility_hook_type prev_process_utility = NULL;
 
 /* DROP DATABASE must not wait on our worker: stop it first. */
@@ -268,6 +290,8 @@ _PG_init(void)
 {
 	define_settings();
 	chroma_trigger_init();
+	prev_emit_log_hook = emit_log_hook;
+	emit_log_hook = redact_api_key;
 	prev_process_utility = ProcessUtility_hook;
 	ProcessUtility_hook = chroma_process_utility;
 	if (process_shared_preload_libraries_in_progress)
