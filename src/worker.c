@@ -387,7 +387,7 @@ load_mirrors(bool *have_extension)
 	return mirrors;
 }
 
-static void record_failure(int mirror_id, const char *message);
+static void record_failure(int mirror_id, const char *message, bool pause);
 
 /* One step of one mirror; an error is recorded and backed off, never fatal. */
 static bool
@@ -406,6 +406,8 @@ run_step(MirrorConfig *m, MirrorState *st, TimestampTz *wake_at, MemoryContext s
 	PG_CATCH();
 	{
 		ErrorData  *edata;
+		char	   *message;
+		bool		pause;
 
 		MemoryContextSwitchTo(step_ctx);
 		edata = CopyErrorData();
@@ -413,10 +415,14 @@ run_step(MirrorConfig *m, MirrorState *st, TimestampTz *wake_at, MemoryContext s
 		AbortOutOfAnyTransaction();
 		chroma_http_abort_all();
 		sync_abandon(st);
+		/* the detail holds Chroma's answer (HTTP status and message) */
+		message = edata->detail ? psprintf("%s: %s", edata->message, edata->detail) : edata->message;
+		/* a key refused (401/403) on any request: no retry helps, like a refused batch */
+		pause = edata->sqlerrcode == ERRCODE_INVALID_AUTHORIZATION_SPECIFICATION;
 		ereport(LOG,
-				(errmsg("chroma_sync: mirror of \"%s\" failed: %s",
-						m->collection, edata->message)));
-		record_failure(m->mirror_id, edata->message);
+				(errmsg("chroma_sync: mirror of \"%s\" %s: %s",
+						m->collection, pause ? "paused" : "failed", message)));
+		record_failure(m->mirror_id, message, pause);
 		st->failures++;
 		st->next_attempt = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
 													   Min(1000L << Min(st->failures, 6),
@@ -431,17 +437,20 @@ run_step(MirrorConfig *m, MirrorState *st, TimestampTz *wake_at, MemoryContext s
 
 /* Records a step's error in a fresh transaction, never in the one that failed. */
 static void
-record_failure(int mirror_id, const char *message)
+record_failure(int mirror_id, const char *message, bool pause)
 {
+	const char *q = quote_literal_cstr(message);
+
 	PG_TRY();
 	{
 		StartTransactionCommand();
 		SPI_connect();
 		PushActiveSnapshot(GetTransactionSnapshot());
 		SPI_execute(psprintf("UPDATE chroma_sync.mirror SET in_error = true, "
-							 "last_error = %s, last_error_at = pg_catalog.now() "
+							 "last_error = %s, last_error_at = pg_catalog.now()%s "
 							 "WHERE mirror_id = %d",
-							 quote_literal_cstr(message), mirror_id),
+							 q, pause ? psprintf(", paused = true, paused_reason = %s", q) : "",
+							 mirror_id),
 					false, 0);
 		SPI_finish();
 		PopActiveSnapshot();
