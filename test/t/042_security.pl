@@ -206,7 +206,7 @@ for my $t ('chroma_sync.mirror', 'chroma_sync.queue', 'chroma_sync.failed')
 }
 refused('mallory', 'SELECT chroma_sync.config_changed()', '42501', qr/permission denied for function/,
 	'with USAGE on the schema, config_changed() is still refused');
-refused('mallory', 'SELECT chroma_sync.capture()', '0A000', qr/trigger functions can only be called as triggers/,
+refused('mallory', 'SELECT chroma_sync.capture()', '39P01', qr/must be called as a trigger/,
 	'chroma_sync.capture() cannot be called directly');
 my $mid = $node->safe_psql('postgres', q{SELECT mirror_id FROM chroma_sync.mirror WHERE source = 'alice.docs'::regclass});
 refused('mallory', qq{CREATE TABLE mallory.t2 (id int PRIMARY KEY);
@@ -398,6 +398,11 @@ for my $sql (
 }
 refused('nobody', q{SELECT chroma_count('cs_t042_does_not_exist')}, '42704', qr/Chroma/,
 	'a granted role gets the 404 error');
+# a new key on reload: PostgreSQL logs changed settings with their value
+$node->append_conf('postgresql.conf', "chroma_sync.api_key = '${secret}2'\n");
+$node->reload;
+ok(poll_query($node, q{SELECT chroma_count('cs_t042_alice') > 0}, 't', 20), 'the reloaded key is used');
+like(slurp_file($node->logfile, $log0), qr/parameter "chroma_sync.api_key" changed/, 'the reload was logged');
 # the key from a file, then an unreadable file
 my $keyfile = $node->basedir . '/chroma_key';
 PostgreSQL::Test::Utils::append_to_file($keyfile, "$file_secret\n");
