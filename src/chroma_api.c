@@ -160,7 +160,9 @@ chroma_raise(const ChromaResponse *resp, const char *action)
 					 errmsg("could not connect to Chroma at \"%s\" while trying to %s",
 							chroma_base_url(), action),
 					 errdetail("%s", msg),
-					 errhint("Check that the server is running and chroma_sync.url is right.")));
+					 resp->http.tls_failed
+					 ? errhint("Check chroma_sync.ca_file (the CA that signed the server's certificate) and that the certificate names the host of chroma_sync.url.")
+					 : errhint("Check that the server is running and chroma_sync.url is right.")));
 		ereport(ERROR,
 				(errcode(ERRCODE_CONNECTION_FAILURE),
 				 errmsg("request to Chroma at \"%s\" failed while trying to %s",

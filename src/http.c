@@ -389,6 +389,9 @@ chroma_http_finish(ChromaHttpRequest *req, ChromaHttpResult *res)
 		res->error = pstrdup(msg);
 		res->connect_failed = is_connect_failure(req->code, h);
 		res->outcome_unknown = !res->connect_failed;
+		res->tls_failed = req->code == CURLE_PEER_FAILED_VERIFICATION ||
+			req->code == CURLE_SSL_CONNECT_ERROR || req->code == CURLE_SSL_CERTPROBLEM ||
+			req->code == CURLE_SSL_CACERT_BADFILE || req->code == CURLE_SSL_ISSUER_ERROR;
 		res->status = 0;
 	}
 	release_slot(req);

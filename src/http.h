@@ -16,6 +16,7 @@ typedef struct ChromaHttpResult
 	int			curl_code;		/* CURLcode; 0 on a complete exchange */
 	bool		outcome_unknown;	/* failed after the request may have reached the server */
 	bool		connect_failed; /* never connected: the server did not get the request */
+	bool		tls_failed;		/* the TLS handshake or the certificate check failed */
 	char	   *error;			/* transport error text (palloc'd), or NULL */
 	StringInfoData body;		/* response body (palloc'd) */
 	double		seconds;		/* total transfer time */

@@ -227,6 +227,7 @@ assert_equal($node, 'docs', 'cs_t043_docs', name => 'after the key is fixed and 
 ($ret, $err) = verbose_error("SET chroma_sync.ca_file = '$dir/other_ca.pem'; SELECT chroma_heartbeat()");
 like($err, qr/ERROR:\s+08001: could not connect to Chroma at "\Q$url\E"/, 'a CA that did not sign the certificate: 08001');
 like($err, qr/DETAIL:\s+.*(certificate|SSL)/i, 'the detail names the certificate problem');
+like($err, qr/HINT:\s+Check chroma_sync.ca_file/, 'the hint points at chroma_sync.ca_file');
 note("unknown CA: $err");
 ($ret, $err) = verbose_error("SET chroma_sync.ca_file = ''; SELECT chroma_count('cs_t043_direct')");
 like($err, qr/ERROR:\s+08001:/, 'the system\'s CAs do not know the test CA: 08001');
@@ -238,6 +239,7 @@ my $self_url = "https://127.0.0.1:$self_port";
 ($ret, $err) = verbose_error("SET chroma_sync.url = '$self_url'; SELECT chroma_heartbeat()");
 like($err, qr/ERROR:\s+08001: could not connect to Chroma at "\Q$self_url\E"/,
 	'a self-signed certificate with tls_verify on: 08001');
+like($err, qr/DETAIL:\s+SSL certificate problem: self.signed certificate/, 'the detail says the certificate is self-signed');
 note("self-signed: $err");
 is($node->safe_psql('postgres', "SET chroma_sync.url = '$self_url'; SET chroma_sync.tls_verify = off;
 SELECT chroma_heartbeat() > 0;
