@@ -248,6 +248,23 @@ is(works('nobody', q{SELECT chroma_count('cs_t042_alice')}), '20', 'after GRANT 
 $node->safe_psql('postgres', 'REVOKE EXECUTE ON FUNCTION chroma_count(text) FROM nobody');
 refused('nobody', q{SELECT chroma_count('cs_t042_alice')}, '42501', qr/permission denied/, 'and not after REVOKE');
 
+# chroma_upsert_query runs its query with the caller's rights
+$node->safe_psql('postgres', 'GRANT EXECUTE ON FUNCTION chroma_upsert_query(text, text) TO nobody');
+refused('nobody', q{SELECT chroma_upsert_query('cs_t042_alice', 'SELECT id::text AS id, embedding FROM alice.docs')},
+	'42501', qr/permission denied for schema alice/, 'chroma_upsert_query cannot read a table the caller cannot read');
+$node->safe_psql('postgres', 'REVOKE EXECUTE ON FUNCTION chroma_upsert_query(text, text) FROM nobody');
+
+# monitoring: chroma_sync.status shared with a role (the schema needs USAGE too)
+$node->safe_psql('postgres', 'GRANT SELECT ON chroma_sync.status TO nobody');
+refused('nobody', 'SELECT count(*) FROM chroma_sync.status', '42501', qr/permission denied for schema chroma_sync/,
+	'SELECT on the view alone is not enough: the schema needs USAGE');
+$node->safe_psql('postgres', 'GRANT USAGE ON SCHEMA chroma_sync TO nobody');
+is(works('nobody', q{SELECT source::text || ' ' || state FROM chroma_sync.status}), 'alice.docs syncing',
+	'with USAGE on the schema, a monitoring role reads chroma_sync.status');
+refused('nobody', 'SELECT count(*) FROM chroma_sync.queue', '42501', qr/permission denied for table queue/,
+	'but not the tables behind it');
+$node->safe_psql('postgres', 'REVOKE USAGE ON SCHEMA chroma_sync FROM nobody; REVOKE SELECT ON chroma_sync.status FROM nobody');
+
 # ---------------------------------------------------------------- the worker reads as the owner
 # 1. The owner's SELECT is revoked: changed rows cannot be read, fail with the reason, and
 #    nothing of them reaches Chroma; after the GRANT back they are sent.
