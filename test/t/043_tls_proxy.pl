@@ -114,7 +114,9 @@ sub stop_nginx
 	$nginx_started = 0;
 	return;
 }
-# stopped at the end, whatever happened
+# stopped at the end, whatever happened (a signal, such as the harness's timeout, ends
+# the test through exit, so END runs)
+$SIG{TERM} = $SIG{INT} = sub { exit 1 };
 END
 {
 	my $rc = $?;
