@@ -3,6 +3,9 @@
 // Prints "name value_ms" lines (median of many runs), names matching encode_bench's:
 //   base64_rows    1000 x Buffer.from(row.buffer, offset, 6144).toString('base64')
 //   base64_whole   Buffer.from(all.buffer).toString('base64') over the 1000 x 1536 floats
+//   base64_js_client  the official JS client's way (chromadb 3.x, embeddingsToBase64Bytes):
+//                  per row, the float32 bytes become a binary string one character at a
+//                  time, then btoa; rows given as plain arrays, as a client receives them
 //   body_json      JSON.stringify({ids, embeddings, metadatas}) for 20,000 records, 4 dims,
 //                  2-key metadata objects
 // Usage: node encode_node.js [runs]   (BENCH_CLOCK=wall for wall-clock time; default is
@@ -31,6 +34,8 @@ for (let i = 0; i < embeddings.length; i++) embeddings[i] = nextValue();
 const bodyFloats = new Float32Array(BODY_RECORDS * BODY_DIM);
 for (let i = 0; i < bodyFloats.length; i++) bodyFloats[i] = nextValue();
 
+let rowArrays = null; // built on first use, so the other figures run without it in memory
+
 const ids = [];
 const bodyEmbeddings = [];
 const metadatas = [];
@@ -55,6 +60,16 @@ const benches = {
   },
   base64_whole() {
     sink += Buffer.from(embeddings.buffer).toString('base64').length;
+  },
+  base64_js_client() {
+    if (rowArrays === null) {
+      rowArrays = [];
+      for (let i = 0; i < ROWS; i++) rowArrays.push(Array.from(embeddings.subarray(i * DIM, (i + 1) * DIM)));
+    }
+    for (const row of rowArrays) {
+      const bytes = new Uint8Array(new Float32Array(row).buffer);
+      sink += btoa(Array.from(bytes, (b) => String.fromCharCode(b)).join('')).length;
+    }
   },
   body_json() {
     sink += JSON.stringify({ ids, embeddings: bodyEmbeddings, metadatas }).length;
