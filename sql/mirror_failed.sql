@@ -55,8 +55,11 @@ SELECT chroma_flush('regress_mf', '60 s');
 SELECT id, attempts FROM chroma_sync.failed WHERE source = 'regress_mf'::regclass ORDER BY id::int;
 
 -- chroma_retry_failed queues every failed row again: still bad, they come back.
+-- (In one transaction: the worker is woken at commit and may fail them again at once.)
+BEGIN;
 SELECT chroma_retry_failed('regress_mf');
 SELECT count(*) AS failed_rows FROM chroma_sync.failed WHERE source = 'regress_mf'::regclass;
+COMMIT;
 SELECT chroma_flush('regress_mf', '60 s');
 SELECT id, error FROM chroma_sync.failed WHERE source = 'regress_mf'::regclass ORDER BY id::int;
 SELECT * FROM cs_mirror_state('regress_mf');
