@@ -278,6 +278,15 @@ sub writer
 
 # ------------------------------------------------------------------ chaos actions
 
+sub note_status
+{
+	my ($when) = @_;
+	my ($ret, $out) = $node->psql('postgres',
+		"SELECT state, pending, synced, backfill_sent || '/' || backfill_total FROM chroma_sync.status WHERE source = 'docs'::regclass");
+	note(sprintf('%5.1f s, %s: state|pending|synced|backfilled %s', time() - $^T, $when, $out // ''));
+	return;
+}
+
 my %chaos = (chroma_kills => 0, worker_terminations => 0, crash_restarts => 0);
 
 sub chroma_kill_and_restart
@@ -391,6 +400,7 @@ for my $step (@plan)
 	my ($at, $action) = @$step;
 	my $wait = $t0 + $at - time();
 	sleep($wait) if $wait > 0;
+	note_status('before the next action');
 	$action->();
 }
 my $log_after_chaos = log_offset($node);
@@ -402,6 +412,7 @@ for my $pid (@pids)
 	$writer_failed++ if $? != 0;
 }
 is($writer_failed, 0, 'every writer ran to the end');
+note_status('when the writers stopped');
 my %total;
 my %unexpected;
 for my $w (1 .. $nwriters)
