@@ -8,6 +8,9 @@
 # with HTTP::Tiny from Chroma's REST API, its JSON decoded here (float32 bytes rebuilt from
 # the JSON floats), and compared with the table's rows read with float4send: every id,
 # embedding (bit-exact), document and metadata, and no id in Chroma that is not a row.
+# A last check corrupts one record behind the mirror's back to show the comparison sees it.
+# The collection is created with a large hnsw sync_threshold: see the note at its creation
+# (Chroma itself can corrupt a collection when killed while it persists its index).
 #
 # Environment:
 #   CHROMA_SYNC_SOAK_SECONDS=N  run the writers for N seconds instead of 60 (a soak); the
