@@ -833,10 +833,16 @@ read_drain_batch(Pipeline *p, Flight *f)
 		values[2] = Int64GetDatum(f->scan_max);
 		values[3] = Int32GetDatum(limit * 20);
 		values[4] = excluded;
-		exec("SELECT qid, key FROM chroma_sync.queue WHERE mirror_id = $1 AND key = ANY ($2) "
-			 "AND qid > $3 AND qid <> ALL ($5) AND qid < COALESCE((SELECT pg_catalog.min(qid) "
-			 "FROM chroma_sync.queue WHERE mirror_id = $1 AND key IS NULL AND qid > $3), "
-			 "9223372036854775807) ORDER BY qid LIMIT $4", 5, types, values, NULL, SPI_OK_SELECT);
+		/*
+		 * One index probe per key (queue_mirror_key): a plan that walks the rest of a
+		 * long queue by queue id and filters the keys would cost O(backlog) per batch.
+		 */
+		exec("SELECT q.qid, q.key FROM pg_catalog.unnest($2::pg_catalog.text[]) AS k(key), "
+			 "LATERAL (SELECT e.qid, e.key FROM chroma_sync.queue e WHERE e.mirror_id = $1 "
+			 "AND e.key OPERATOR(pg_catalog.=) k.key AND e.qid > $3 OFFSET 0) q "
+			 "WHERE q.qid <> ALL ($5) AND q.qid < COALESCE((SELECT pg_catalog.min(b.qid) "
+			 "FROM chroma_sync.queue b WHERE b.mirror_id = $1 AND b.key IS NULL AND b.qid > $3), "
+			 "9223372036854775807) ORDER BY q.qid LIMIT $4", 5, types, values, NULL, SPI_OK_SELECT);
 		if (SPI_processed > 0)
 		{
 			MemoryContext old = MemoryContextSwitchTo(f->ctx);
