@@ -79,6 +79,21 @@ FROM chroma_get('regress_m_uuid');
 SELECT chroma_unmirror('regress_mk_uuid', drop_collection => true);
 DROP TABLE regress_mk_uuid;
 
+-- char(n): the id keeps the padding, and the worker finds the row by it.
+CREATE TABLE regress_mk_char (code char(6) PRIMARY KEY, embedding real[]);
+INSERT INTO regress_mk_char VALUES ('ab', cs_vec(1, 4)), ('abcdef', cs_vec(2, 4)), ('a b', cs_vec(3, 4));
+SELECT chroma_mirror('regress_mk_char', collection => 'regress_m_char') IS NOT NULL AS mirrored;
+SELECT chroma_flush('regress_mk_char', '60 s');
+UPDATE regress_mk_char SET embedding = cs_vec(4, 4) WHERE code = 'ab';
+INSERT INTO regress_mk_char VALUES ('xyz', cs_vec(5, 4));
+SELECT chroma_flush('regress_mk_char', '60 s');
+SELECT * FROM cs_mirror_state('regress_mk_char');
+SELECT * FROM cs_compare('regress_m_char',
+	'SELECT bpcharout(code)::text, embedding, NULL::text, NULL::jsonb FROM regress_mk_char');
+SELECT '"' || id || '"' AS id FROM chroma_get('regress_m_char') ORDER BY id;
+SELECT chroma_unmirror('regress_mk_char', drop_collection => true);
+DROP TABLE regress_mk_char;
+
 -- An explicit id_column with a unique index (the primary key is a serial); the column
 -- may be NULL: such a row is not in the collection.
 CREATE TABLE regress_mk_slug (

@@ -185,10 +185,25 @@ mirror_key_sql(MirrorConfig *m)
 	return column_sql(m->relid, m->key_attnum);
 }
 
+/* Unbounded bpchar for a char(n) key ("character" alone would mean char(1)). */
 char *
 mirror_key_type_sql(MirrorConfig *m)
 {
-	return format_type_be_qualified(m->key_type);
+	return format_type_extended(m->key_type, -1, FORMAT_TYPE_TYPEMOD_GIVEN | FORMAT_TYPE_FORCE_QUALIFY);
+}
+
+/* The key's output function, as the trigger's (::text trims a char(n)). */
+char *
+mirror_id_text_sql(MirrorConfig *m)
+{
+	Oid			outfn;
+	bool		isvarlena;
+
+	getTypeOutputInfo(m->key_type, &outfn, &isvarlena);
+	return psprintf("pg_catalog.textin(%s(%s))",
+					quote_qualified_identifier(get_namespace_name(get_func_namespace(outfn)),
+											   get_func_name(outfn)),
+					mirror_key_sql(m));
 }
 
 char *

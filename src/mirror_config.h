@@ -54,6 +54,8 @@ extern char *mirror_select_sql(MirrorConfig *m, const char *tail);
 /* The key column's quoted name and its type's name, for building tails. */
 extern char *mirror_key_sql(MirrorConfig *m);
 extern char *mirror_key_type_sql(MirrorConfig *m);
+/* The row's id as text, exactly as sent (the type's output function). */
+extern char *mirror_id_text_sql(MirrorConfig *m);
 
 /*
  * The condition of a row that belongs in the collection: a non-NULL embedding, and the

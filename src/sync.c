@@ -1161,10 +1161,10 @@ reconcile(MirrorConfig *m, MirrorState *st, TimestampTz *wake_at)
 		{
 			char	   *sql = psprintf("SELECT u.chroma_sync_id FROM pg_catalog.unnest($1::pg_catalog.text[]) "
 									   "AS u(chroma_sync_id) WHERE NOT EXISTS (SELECT 1 FROM %s.%s "
-									   "WHERE %s::pg_catalog.text = u.chroma_sync_id AND %s)",
+									   "WHERE %s = u.chroma_sync_id AND %s)",
 									   quote_identifier(get_namespace_name(get_rel_namespace(m->relid))),
 									   quote_identifier(get_rel_name(m->relid)),
-									   mirror_key_sql(m), mirror_present_sql(m));
+									   mirror_id_text_sql(m), mirror_present_sql(m));
 			Datum	   *kd = palloc_array(Datum, rows.n);
 			Oid			types[1] = {TEXTARRAYOID};
 			Datum		values[1];
