@@ -129,57 +129,129 @@ column_attnum(Oid relid, const char *name, const char *what)
 	return a;
 }
 
-/* The id column: the given one (which must be unique) or the single-column primary key. */
-static AttrNumber
-choose_id_column(Relation rel, const char *id_column)
+/* Whether the index's key columns are exactly want[0..n), in any order. */
+static bool
+index_has_columns(Form_pg_index ind, const AttrNumber *want, int n)
+{
+	if (ind->indnkeyatts != n)
+		return false;
+	for (int i = 0; i < n; i++)
+	{
+		bool		found = false;
+
+		for (int j = 0; j < n && !found; j++)
+			found = ind->indkey.values[j] == want[i];
+		if (!found)
+			return false;
+	}
+	return true;
+}
+
+/*
+ * The id columns: the given ones, which must have a unique, non-partial index on
+ * exactly them (the id keeps the given order), or else the primary key's columns in its
+ * order. Returns how many; fills out[].
+ */
+static int
+choose_id_columns(Relation rel, const AttrNumber *want, int nwant, AttrNumber *out)
 {
 	List	   *indexes = RelationGetIndexList(rel);
 	ListCell   *lc;
-	AttrNumber	want = id_column ? column_attnum(RelationGetRelid(rel), id_column, "id") : 0;
 
 	foreach(lc, indexes)
 	{
 		Relation	idx = index_open(lfirst_oid(lc), AccessShareLock);
 		Form_pg_index ind = idx->rd_index;
+		int			n = ind->indnkeyatts;
 		bool		fits;
 
-		if (id_column == NULL)
+		if (nwant == 0)
 			fits = ind->indisprimary;
 		else
 			fits = ind->indisunique && ind->indimmediate &&
-				heap_attisnull(idx->rd_indextuple, Anum_pg_index_indpred, NULL);
-		if (fits && id_column == NULL && ind->indnkeyatts != 1)
+				heap_attisnull(idx->rd_indextuple, Anum_pg_index_indpred, NULL) &&
+				index_has_columns(ind, want, nwant);
+		if (fits)
 		{
+			for (int i = 0; i < n; i++)
+				out[i] = nwant ? want[i] : ind->indkey.values[i];
 			index_close(idx, AccessShareLock);
-			ereport(ERROR,
-					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-					 errmsg("the primary key of table %s has %d columns",
-							RelationGetRelationName(rel), ind->indnkeyatts),
-					 errhint("Pass id_column naming a column with a unique index.")));
-		}
-		if (fits && ind->indnkeyatts == 1 &&
-			(id_column == NULL || ind->indkey.values[0] == want))
-		{
-			AttrNumber	a = ind->indkey.values[0];
-
-			index_close(idx, AccessShareLock);
-			if (a == 0)
-				continue;		/* an expression index */
-			return a;
+			return n;
 		}
 		index_close(idx, AccessShareLock);
 	}
-	if (id_column == NULL)
+	if (nwant == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_TABLE_DEFINITION),
 				 errmsg("table %s has no primary key", RelationGetRelationName(rel)),
-				 errhint("Add a primary key, or pass id_column naming a column with a unique index.")));
+				 errhint("Add a primary key, or pass id_column (or id_columns) naming columns with a unique index.")));
+	if (nwant == 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_COLUMN_REFERENCE),
+				 errmsg("id column \"%s\" of table %s has no unique index of its own",
+						get_attname(RelationGetRelid(rel), want[0], false),
+						RelationGetRelationName(rel)),
+				 errdetail("Chroma ids must be unique: the mirror needs a unique, non-partial index on exactly this column.")));
 	ereport(ERROR,
 			(errcode(ERRCODE_INVALID_COLUMN_REFERENCE),
-			 errmsg("id column \"%s\" of table %s has no unique index of its own",
-					id_column, RelationGetRelationName(rel)),
-			 errdetail("Chroma ids must be unique: the mirror needs a unique, non-partial index on exactly this column.")));
+			 errmsg("id columns of table %s have no unique index on exactly them",
+					RelationGetRelationName(rel)),
+			 errdetail("Chroma ids must be unique: the mirror needs a unique, non-partial index whose key columns are exactly the id columns.")));
 	return 0;					/* keep compiler quiet */
+}
+
+/* The attnums named by id_column or id_columns (at most one of them given); 0 for none. */
+static int
+id_column_attnums(FunctionCallInfo fcinfo, Oid relid, AttrNumber *out)
+{
+	bool		have_list = PG_NARGS() > 9 && !PG_ARGISNULL(9);
+	ArrayType  *a;
+	Datum	   *names;
+	bool	   *nulls;
+	int			n;
+
+	if (!PG_ARGISNULL(2) && have_list)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("id_column and id_columns cannot both be given"),
+				 errhint("Pass the key's columns in id_columns alone.")));
+	if (!PG_ARGISNULL(2))
+	{
+		out[0] = column_attnum(relid, NameStr(*PG_GETARG_NAME(2)), "id");
+		return 1;
+	}
+	if (!have_list)
+		return 0;
+	a = PG_GETARG_ARRAYTYPE_P(9);
+	if (ARR_NDIM(a) > 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
+				 errmsg("id_columns must be a one-dimensional array")));
+	deconstruct_array(a, NAMEOID, NAMEDATALEN, false, TYPALIGN_CHAR, &names, &nulls, &n);
+	if (n == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("id_columns must name at least one column")));
+	if (n > INDEX_MAX_KEYS)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("id_columns names %d columns, more than an index can have (%d)",
+						n, INDEX_MAX_KEYS)));
+	for (int i = 0; i < n; i++)
+	{
+		if (nulls[i])
+			ereport(ERROR,
+					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+					 errmsg("id_columns must not contain null")));
+		out[i] = column_attnum(relid, NameStr(*DatumGetName(names[i])), "id");
+		for (int j = 0; j < i; j++)
+			if (out[j] == out[i])
+				ereport(ERROR,
+						(errcode(ERRCODE_DUPLICATE_COLUMN),
+						 errmsg("id column \"%s\" is listed twice",
+								NameStr(*DatumGetName(names[i])))));
+	}
+	return n;
 }
 
 /*
@@ -273,13 +345,13 @@ chroma_mirror(PG_FUNCTION_ARGS)
 	Relation	rel;
 	char	   *relname;
 	char	   *collection;
-	char	   *id_column = PG_ARGISNULL(2) ? NULL : NameStr(*PG_GETARG_NAME(2));
 	char	   *embedding_column = PG_ARGISNULL(3) ? NULL : NameStr(*PG_GETARG_NAME(3));
 	char	   *document_column = PG_ARGISNULL(4) ? NULL : NameStr(*PG_GETARG_NAME(4));
 	bool		backfill = PG_ARGISNULL(6) ? true : PG_GETARG_BOOL(6);
 	bool		adopt = PG_NARGS() > 7 && !PG_ARGISNULL(7) && PG_GETARG_BOOL(7);
 	char	   *filter = (PG_NARGS() > 8 && !PG_ARGISNULL(8)) ? text_to_cstring(PG_GETARG_TEXT_PP(8)) : NULL;
-	AttrNumber	id_att;
+	AttrNumber	id_atts[INDEX_MAX_KEYS];
+	int			nid;
 	AttrNumber	emb_att;
 	AttrNumber	doc_att = 0;
 	Datum	   *meta_atts = NULL;
@@ -326,8 +398,10 @@ chroma_mirror(PG_FUNCTION_ARGS)
 	else
 		chroma_check_collection_name(collection);
 
-	id_att = choose_id_column(rel, id_column);
-	check_key_type(relid, id_att);
+	nid = id_column_attnums(fcinfo, relid, id_atts);
+	nid = choose_id_columns(rel, id_atts, nid, id_atts);
+	for (int i = 0; i < nid; i++)
+		check_key_type(relid, id_atts[i]);
 	emb_att = column_attnum(relid, embedding_column, "embedding");
 	{
 		Oid			t = get_atttype(relid, emb_att);
@@ -394,14 +468,16 @@ chroma_mirror(PG_FUNCTION_ARGS)
 		INT2ARRAYOID, OIDOID, INT4OID, BOOLOID, TEXTOID, OIDOID};
 		Datum		values[12];
 		char		nulls[12];
-		Datum		idarr[1] = {Int16GetDatum(id_att)};
+		Datum		idarr[INDEX_MAX_KEYS];
 		bool		isnull;
 
 		memset(nulls, ' ', sizeof(nulls));
+		for (int i = 0; i < nid; i++)
+			idarr[i] = Int16GetDatum(id_atts[i]);
 		values[0] = ObjectIdGetDatum(relid);
 		values[1] = CStringGetTextDatum(collection);
 		values[2] = CStringGetTextDatum(coll.id);
-		values[3] = PointerGetDatum(construct_array(idarr, 1, INT2OID, 2, true, TYPALIGN_SHORT));
+		values[3] = PointerGetDatum(construct_array(idarr, nid, INT2OID, 2, true, TYPALIGN_SHORT));
 		values[4] = Int16GetDatum(emb_att);
 		values[5] = Int16GetDatum(doc_att);
 		if (doc_att == 0)

@@ -45,15 +45,12 @@ config_from_tuple(HeapTuple tup, TupleDesc td)
 	MirrorConfig *m = palloc0_object(MirrorConfig);
 	bool		isnull;
 	Datum		d;
-	int			n;
-	AttrNumber *keys;
 
 	m->mirror_id = DatumGetInt32(SPI_getbinval(tup, td, 1, &isnull));
 	m->relid = DatumGetObjectId(SPI_getbinval(tup, td, 2, &isnull));
 	m->collection = SPI_getvalue(tup, td, 3);
 	m->collection_id = SPI_getvalue(tup, td, 4);
-	keys = int2_array(SPI_getbinval(tup, td, 5, &isnull), &n);
-	m->key_attnum = keys[0];
+	m->key_attnums = int2_array(SPI_getbinval(tup, td, 5, &isnull), &m->nkeys);
 	m->embedding_attnum = DatumGetInt16(SPI_getbinval(tup, td, 6, &isnull));
 	d = SPI_getbinval(tup, td, 7, &isnull);
 	m->document_attnum = isnull ? 0 : DatumGetInt16(d);
@@ -78,7 +75,9 @@ config_from_tuple(HeapTuple tup, TupleDesc td)
 	m->system_identifier = SPI_getvalue(tup, td, 16);
 	m->database_oid = DatumGetObjectId(SPI_getbinval(tup, td, 17, &isnull));
 	m->filter = SPI_getvalue(tup, td, 18);
-	m->key_type = get_atttype(m->relid, m->key_attnum);
+	m->key_types = palloc0_array(Oid, Max(m->nkeys, 1));
+	for (int i = 0; i < m->nkeys; i++)
+		m->key_types[i] = get_atttype(m->relid, m->key_attnums[i]);
 	return m;
 }
 
@@ -179,31 +178,161 @@ mirror_present_sql(MirrorConfig *m)
 	return psprintf("%s IS NOT NULL", emb);
 }
 
-char *
-mirror_key_sql(MirrorConfig *m)
+/*
+ * A key type's name for a cast of the id text: bpchar unbounded ("character" alone
+ * would mean char(1) and cut the value to its first character).
+ */
+static char *
+key_type_sql(Oid type)
 {
-	return column_sql(m->relid, m->key_attnum);
+	return format_type_extended(type, -1, FORMAT_TYPE_TYPEMOD_GIVEN | FORMAT_TYPE_FORCE_QUALIFY);
 }
 
-/* Unbounded bpchar for a char(n) key ("character" alone would mean char(1)). */
-char *
-mirror_key_type_sql(MirrorConfig *m)
-{
-	return format_type_extended(m->key_type, -1, FORMAT_TYPE_TYPEMOD_GIVEN | FORMAT_TYPE_FORCE_QUALIFY);
-}
-
-/* The key's output function, as the trigger's (::text trims a char(n)). */
-char *
-mirror_id_text_sql(MirrorConfig *m)
+/* Key column i's text: its output function, as the trigger's (::text trims a char(n)). */
+static char *
+key_text_sql(MirrorConfig *m, int i)
 {
 	Oid			outfn;
 	bool		isvarlena;
 
-	getTypeOutputInfo(m->key_type, &outfn, &isvarlena);
+	getTypeOutputInfo(m->key_types[i], &outfn, &isvarlena);
 	return psprintf("pg_catalog.textin(%s(%s))",
 					quote_qualified_identifier(get_namespace_name(get_func_namespace(outfn)),
 											   get_func_name(outfn)),
-					mirror_key_sql(m));
+					column_sql(m->relid, m->key_attnums[i]));
+}
+
+/* The id's text from the key columns (composite keys): see mirror_id_encode. */
+static char *
+key_id_sql(MirrorConfig *m)
+{
+	StringInfoData s;
+
+	initStringInfo(&s);
+	appendStringInfoChar(&s, '(');
+	for (int i = 0; i < m->nkeys; i++)
+	{
+		if (i > 0)
+			appendStringInfoString(&s, " OPERATOR(pg_catalog.||) ',' OPERATOR(pg_catalog.||) ");
+		appendStringInfo(&s, "pg_catalog.replace(pg_catalog.replace(%s, '%%', '%%25'), ',', '%%2C')",
+						 key_text_sql(m, i));
+	}
+	appendStringInfoChar(&s, ')');
+	return s.data;
+}
+
+/* Part i (from 1) of the id text `id`, as the key column's type. */
+static char *
+key_part_sql(MirrorConfig *m, const char *id, int i)
+{
+	return psprintf("pg_catalog.replace(pg_catalog.replace((pg_catalog.string_to_array(%s, ','))[%d], "
+					"'%%2C', ','), '%%25', '%%')::%s",
+					id, i + 1, key_type_sql(m->key_types[i]));
+}
+
+static char *
+key_columns_sql(MirrorConfig *m)
+{
+	StringInfoData s;
+
+	initStringInfo(&s);
+	for (int i = 0; i < m->nkeys; i++)
+		appendStringInfo(&s, "%s%s", i > 0 ? ", " : "", column_sql(m->relid, m->key_attnums[i]));
+	return s.data;
+}
+
+/* The decoded parts of the id text `id`, as a row (id text parts in key order). */
+static char *
+key_parts_sql(MirrorConfig *m, const char *id)
+{
+	StringInfoData s;
+
+	initStringInfo(&s);
+	for (int i = 0; i < m->nkeys; i++)
+		appendStringInfo(&s, "%s%s", i > 0 ? ", " : "", key_part_sql(m, id, i));
+	return s.data;
+}
+
+char *
+mirror_key_sql(MirrorConfig *m)
+{
+	if (m->nkeys == 1)
+		return column_sql(m->relid, m->key_attnums[0]);
+	return key_id_sql(m);
+}
+
+char *
+mirror_id_text_sql(MirrorConfig *m)
+{
+	if (m->nkeys == 1)
+		return key_text_sql(m, 0);
+	return key_id_sql(m);
+}
+
+char *
+mirror_key_in_sql(MirrorConfig *m, const char *param)
+{
+	if (m->nkeys == 1)
+		return psprintf("%s = ANY (%s::%s[])", column_sql(m->relid, m->key_attnums[0]), param,
+						key_type_sql(m->key_types[0]));
+	return psprintf("(%s) IN (SELECT %s FROM pg_catalog.unnest(%s::pg_catalog.text[]) AS chroma_sync_ids(id))",
+					key_columns_sql(m), key_parts_sql(m, "chroma_sync_ids.id"), param);
+}
+
+char *
+mirror_key_eq_sql(MirrorConfig *m, const char *param)
+{
+	char	   *id = psprintf("%s::pg_catalog.text", param);
+
+	if (m->nkeys == 1)
+		return psprintf("%s = %s::%s", column_sql(m->relid, m->key_attnums[0]), param,
+						key_type_sql(m->key_types[0]));
+	return psprintf("(%s) = (%s)", key_columns_sql(m), key_parts_sql(m, id));
+}
+
+char *
+mirror_key_after_sql(MirrorConfig *m, const char *param)
+{
+	char	   *id = psprintf("%s::pg_catalog.text", param);
+
+	if (m->nkeys == 1)
+		return psprintf("%s > %s::%s", column_sql(m->relid, m->key_attnums[0]), param,
+						key_type_sql(m->key_types[0]));
+	return psprintf("(%s) > (%s)", key_columns_sql(m), key_parts_sql(m, id));
+}
+
+char *
+mirror_key_not_null_sql(MirrorConfig *m)
+{
+	StringInfoData s;
+
+	initStringInfo(&s);
+	for (int i = 0; i < m->nkeys; i++)
+		appendStringInfo(&s, "%s%s IS NOT NULL", i > 0 ? " AND " : "",
+						 column_sql(m->relid, m->key_attnums[i]));
+	return s.data;
+}
+
+char *
+mirror_key_order_sql(MirrorConfig *m)
+{
+	return key_columns_sql(m);
+}
+
+char *
+mirror_backfill_page_sql(MirrorConfig *m, bool after, int limit)
+{
+	char	   *nsp = get_namespace_name(get_rel_namespace(m->relid));
+	char	   *rel = get_rel_name(m->relid);
+
+	if (nsp == NULL || rel == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("table of mirror %d no longer exists", m->mirror_id)));
+	return psprintf("SELECT %s FROM %s.%s WHERE %s%s%s ORDER BY %s LIMIT %d",
+					mirror_key_sql(m), quote_identifier(nsp), quote_identifier(rel),
+					mirror_key_not_null_sql(m), after ? " AND " : "",
+					after ? mirror_key_after_sql(m, "$1") : "", mirror_key_order_sql(m), limit);
 }
 
 char *
@@ -261,6 +390,31 @@ mirror_key_text(Oid key_type, Datum value)
 
 	getTypeOutputInfo(key_type, &outfn, &isvarlena);
 	return OidOutputFunctionCall(outfn, value);
+}
+
+char *
+mirror_id_encode(int n, char **parts)
+{
+	StringInfoData s;
+
+	if (n == 1)
+		return pstrdup(parts[0]);
+	initStringInfo(&s);
+	for (int i = 0; i < n; i++)
+	{
+		if (i > 0)
+			appendStringInfoChar(&s, MIRROR_ID_SEPARATOR);
+		for (const char *p = parts[i]; *p; p++)
+		{
+			if (*p == '%')
+				appendStringInfoString(&s, "%25");
+			else if (*p == MIRROR_ID_SEPARATOR)
+				appendStringInfoString(&s, "%2C");
+			else
+				appendStringInfoChar(&s, *p);
+		}
+	}
+	return s.data;
 }
 
 char *

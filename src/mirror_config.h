@@ -17,8 +17,9 @@ typedef struct MirrorConfig
 	Oid			relid;
 	char	   *collection;
 	char	   *collection_id;	/* NULL until known */
-	AttrNumber	key_attnum;
-	Oid			key_type;
+	int			nkeys;			/* 1, or more for a composite id */
+	AttrNumber *key_attnums;
+	Oid		   *key_types;
 	AttrNumber	embedding_attnum;
 	AttrNumber	document_attnum;	/* 0: none */
 	int			nmeta;
@@ -51,11 +52,27 @@ extern MirrorConfig *mirror_lookup(Oid relid, const char *collection);
  * `tail` is appended (WHERE/ORDER BY/LIMIT); $1.. are the caller's parameters.
  */
 extern char *mirror_select_sql(MirrorConfig *m, const char *tail);
-/* The key column's quoted name and its type's name, for building tails. */
+/*
+ * The id (key) in SQL, for building tails. mirror_key_sql is an expression of the row's
+ * id: the key column itself for a one-column key, else the id's text (NULL when a key
+ * column is NULL). The others are conditions: the row's id is one of the text[] `param`,
+ * equals the text `param`, comes after the id text `param` in key order; the key is not
+ * NULL; and the key's ORDER BY list. Ids decode with the key types' input functions.
+ */
 extern char *mirror_key_sql(MirrorConfig *m);
-extern char *mirror_key_type_sql(MirrorConfig *m);
 /* The row's id as text, exactly as sent (the type's output function). */
 extern char *mirror_id_text_sql(MirrorConfig *m);
+extern char *mirror_key_in_sql(MirrorConfig *m, const char *param);
+extern char *mirror_key_eq_sql(MirrorConfig *m, const char *param);
+extern char *mirror_key_after_sql(MirrorConfig *m, const char *param);
+extern char *mirror_key_not_null_sql(MirrorConfig *m);
+extern char *mirror_key_order_sql(MirrorConfig *m);
+
+/*
+ * SELECT <id> FROM source WHERE <key not null> [AND <key after $1>] ORDER BY <key>
+ * LIMIT limit: a backfill page's ids in key order ($1 the previous page's last id).
+ */
+extern char *mirror_backfill_page_sql(MirrorConfig *m, bool after, int limit);
 
 /*
  * The condition of a row that belongs in the collection: a non-NULL embedding, and the
@@ -65,6 +82,14 @@ extern char *mirror_present_sql(MirrorConfig *m);
 
 /* Text form of a key value (the Chroma id): the type's output function. */
 extern char *mirror_key_text(Oid key_type, Datum value);
+
+/*
+ * The Chroma id of a composite key: each value's text form with '%' written as "%25" and
+ * ',' as "%2C", joined by ','. Reversible (split on ',', then undo the two escapes), so
+ * two different keys never share an id. A one-column key's id is its plain text form.
+ */
+#define MIRROR_ID_SEPARATOR ','
+extern char *mirror_id_encode(int n, char **parts);
 
 /*
  * Fixes the settings that change how column values render as metadata (TimeZone for

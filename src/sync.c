@@ -499,8 +499,7 @@ try_read_rows(MirrorConfig *m, Batch *b, SyncRecord *recs, char **keys, int nkey
 		for (int i = 0; i < nkeys; i++)
 			kd[i] = CStringGetTextDatum(keys[i]);
 		values[0] = PointerGetDatum(construct_array(kd, nkeys, TEXTOID, -1, false, TYPALIGN_INT));
-		sql = mirror_select_sql(m, psprintf("WHERE %s = ANY ($1::%s[])", mirror_key_sql(m),
-											mirror_key_type_sql(m)));
+		sql = mirror_select_sql(m, psprintf("WHERE %s", mirror_key_in_sql(m, "$1")));
 		select_as_owner(m, sql, 1, types, values);
 		for (uint64 r = 0; r < SPI_processed; r++)
 		{
@@ -916,13 +915,10 @@ read_backfill_batch(Pipeline *p, Flight *f, const char *after)
 					  "backfill_sent = 0, backfill_started_at = pg_catalog.now() "
 					  "WHERE mirror_id = %d", total, m->mirror_id),
 			 0, NULL, NULL, NULL, SPI_OK_UPDATE);
-		sql = psprintf("SELECT %s FROM %s WHERE %s IS NOT NULL ORDER BY %s LIMIT %d",
-					   mirror_key_sql(m), table, mirror_key_sql(m), mirror_key_sql(m), limit);
+		sql = mirror_backfill_page_sql(m, false, limit);
 	}
 	else
-		sql = psprintf("SELECT %s FROM %s WHERE %s > $1::%s ORDER BY %s LIMIT %d",
-					   mirror_key_sql(m), table, mirror_key_sql(m), mirror_key_type_sql(m),
-					   mirror_key_sql(m), limit);
+		sql = mirror_backfill_page_sql(m, true, limit);
 	{
 		Oid			types[1] = {TEXTOID};
 		Datum		values[1];

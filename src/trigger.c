@@ -43,8 +43,9 @@ typedef struct CaptureInfo
 {
 	int			mirror_id;		/* hash key */
 	Oid			relid;
-	AttrNumber	key_attnum;
-	Oid			key_type;
+	int			nkeys;
+	AttrNumber *key_attnums;
+	Oid		   *key_types;
 	int			ncols;
 	AttrNumber *cols;			/* every mirrored column */
 } CaptureInfo;
@@ -240,9 +241,12 @@ capture_info(int mirror_id, Oid relid, int natts)
 							mirror_id, get_rel_name(relid))));
 		ci = hash_search(capture_cache, &mirror_id, HASH_ENTER, &found);
 		ci->relid = relid;
-		ci->key_attnum = m->key_attnum;
-		ci->key_type = m->key_type;
 		old = MemoryContextSwitchTo(CacheMemoryContext);
+		ci->nkeys = m->nkeys;
+		ci->key_attnums = palloc_array(AttrNumber, m->nkeys);
+		ci->key_types = palloc_array(Oid, m->nkeys);
+		memcpy(ci->key_attnums, m->key_attnums, sizeof(AttrNumber) * m->nkeys);
+		memcpy(ci->key_types, m->key_types, sizeof(Oid) * m->nkeys);
 		ci->cols = palloc(sizeof(AttrNumber) * (m->nmeta + 3));
 		MemoryContextSwitchTo(old);
 		if (m->filter)
@@ -401,11 +405,17 @@ capture_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 static char *
 row_key(CaptureInfo *ci, HeapTuple tup, TupleDesc td, bool *isnull)
 {
-	Datum		d = heap_getattr(tup, ci->key_attnum, td, isnull);
+	char	  **parts = palloc_array(char *, ci->nkeys);
 
-	if (*isnull)
-		return NULL;
-	return mirror_key_text(ci->key_type, d);
+	for (int i = 0; i < ci->nkeys; i++)
+	{
+		Datum		d = heap_getattr(tup, ci->key_attnums[i], td, isnull);
+
+		if (*isnull)
+			return NULL;		/* a NULL in the key: the row has no id */
+		parts[i] = mirror_key_text(ci->key_types[i], d);
+	}
+	return mirror_id_encode(ci->nkeys, parts);
 }
 
 static void capture_row(TriggerData *trigdata, CaptureInfo *ci, int mirror_id);

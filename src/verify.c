@@ -303,8 +303,8 @@ chroma_verify(PG_FUNCTION_ARGS)
 	/* the table, read with the mirror owner's rights like the worker */
 	SPI_connect();
 	{
-		char	   *where = psprintf("WHERE %s AND %s IS NOT NULL",
-									 mirror_present_sql(m), mirror_key_sql(m));
+		char	   *where = psprintf("WHERE %s AND %s",
+									 mirror_present_sql(m), mirror_key_not_null_sql(m));
 		char	   *error = NULL;
 
 		if (!try_read_expected(m, mirror_select_sql(m, where), 0, NULL, table, ctl.hcxt,
@@ -319,8 +319,7 @@ chroma_verify(PG_FUNCTION_ARGS)
 			{
 				SPITupleTable *keys = SPI_tuptable;
 				uint64		nkeys = SPI_processed;
-				char	   *one = mirror_select_sql(m, psprintf("WHERE %s = $1::%s", mirror_key_sql(m),
-																mirror_key_type_sql(m)));
+				char	   *one = mirror_select_sql(m, psprintf("WHERE %s", mirror_key_eq_sql(m, "$1")));
 
 				for (uint64 i = 0; i < nkeys; i++)
 				{
