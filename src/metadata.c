@@ -9,6 +9,7 @@
 
 #include <math.h>
 
+#include "common/shortest_dec.h"
 #include "mb/pg_wchar.h"
 #include "utils/builtins.h"
 #include "utils/jsonb.h"
@@ -46,38 +47,37 @@ chroma_metadata_check_key(const char *key, int len, const char *who)
 }
 
 /*
- * A whole number beyond int64 (such as a float8 column's 1e+300, which jsonb keeps as
- * digits) goes out as a float when its significant digits fit a double exactly as a
- * decimal (at most 15); NULL when it would be rounded.
+ * The number txt as a JSON float Chroma reads back as the same value: the shortest
+ * decimal of its double, with a fractional part or an exponent; NULL when the double is
+ * not the number (more digits than a double holds, or beyond its range): Chroma would
+ * round it.
  */
 static char *
-whole_number_as_float(const char *txt)
+number_as_float(Numeric num, const char *txt)
 {
-	const char *p = txt;
-	bool		neg = (*p == '-');
+	char		buf[DOUBLE_SHORTEST_DECIMAL_LEN + 2];
+	double		d = strtod(txt, NULL);
+	Numeric		back;
 	int			len;
-	int			sig;
-	double		d;
 
-	if (neg || *p == '+')
-		p++;
-	len = strlen(p);
-	sig = len;
-	while (sig > 1 && p[sig - 1] == '0')
-		sig--;
-	if (sig > 15)
+	if (isinf(d) || isnan(d))
 		return NULL;
-	d = strtod(txt, NULL);
-	if (isinf(d))
+	len = double_to_shortest_decimal_buf(d, buf);
+	back = DatumGetNumeric(DirectFunctionCall3(numeric_in, CStringGetDatum(buf),
+											   ObjectIdGetDatum(InvalidOid), Int32GetDatum(-1)));
+	if (DatumGetInt32(DirectFunctionCall2(numeric_cmp, NumericGetDatum(num),
+										  NumericGetDatum(back))) != 0)
 		return NULL;
-	return psprintf("%s%c%s%.*se%d", neg ? "-" : "", p[0], sig > 1 ? "." : ".0",
-					sig - 1, p + 1, len - 1);
+	if (strpbrk(buf, ".e") == NULL)
+		strcpy(buf + len, ".0");
+	return pstrdup(buf);
 }
 
 void
 chroma_json_numeric(cs_buf *out, Numeric num, const char *key, const char *who)
 {
 	char	   *txt;
+	char	   *f;
 
 	if (numeric_is_nan(num) || numeric_is_inf(num))
 		ereport(ERROR,
@@ -90,33 +90,40 @@ chroma_json_numeric(cs_buf *out, Numeric num, const char *key, const char *who)
 
 		errno = 0;
 		(void) strtoll(txt, &end, 10);
-		if (errno == ERANGE || *end != '\0')
+		if (errno != ERANGE && *end == '\0')
 		{
-			char	   *f = whole_number_as_float(txt);
-
-			if (f == NULL)
-				ereport(ERROR,
-						(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
-						 errmsg("metadata value \"%s\" of %s is out of range for a 64-bit integer",
-								key, who),
-						 errdetail("Chroma stores whole numbers as 64-bit integers, and this one has too many digits for a double precision float.")));
-			cs_buf_puts(out, f);
+			cs_buf_puts(out, txt);	/* a whole number: int64 */
 			pfree(txt);
 			return;
 		}
+		/* beyond int64: a float when a double holds it exactly */
+		f = number_as_float(num, txt);
+		if (f == NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+					 errmsg("metadata value \"%s\" of %s is out of range for a 64-bit integer",
+							key, who),
+					 errdetail("Chroma stores whole numbers as 64-bit integers, and this one has too many digits for a double precision float.")));
 	}
 	else
 	{
-		double		d = strtod(txt, NULL);
-
-		if (isinf(d))
+		if (isinf(strtod(txt, NULL)))
 			ereport(ERROR,
 					(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
 					 errmsg("metadata value \"%s\" of %s is out of range for a double precision float",
 							key, who)));
+		f = number_as_float(num, txt);
+		if (f == NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+					 errmsg("metadata value \"%s\" of %s has more digits than a double precision float holds",
+							key, who),
+					 errdetail("Chroma stores numbers with a fractional part as 64-bit floats: %s would be rounded.",
+							   txt)));
 	}
-	cs_buf_puts(out, txt);
+	cs_buf_puts(out, f);
 	pfree(txt);
+	pfree(f);
 }
 
 static const char *
@@ -198,6 +205,16 @@ chroma_metadata_render(Jsonb *jb, bool allow_arrays, cs_buf *out, const char *wh
 		switch (tok)
 		{
 			case WJB_BEGIN_OBJECT:
+				if (depth > 0 &&
+					JsonbIteratorNext(&it, &v, false) == WJB_KEY &&
+					v.val.string.len == strlen(METADATA_NOT_FINITE) &&
+					memcmp(v.val.string.val, METADATA_NOT_FINITE, v.val.string.len) == 0 &&
+					JsonbIteratorNext(&it, &v, false) == WJB_VALUE && v.type == jbvString)
+					ereport(ERROR,
+							(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+							 errmsg("metadata value \"%s\" of %s is not a finite number (%.*s)",
+									key, who, v.val.string.len, v.val.string.val),
+							 errdetail("Chroma stores finite numbers only.")));
 				if (depth > 0)
 					ereport(ERROR,
 							(errcode(ERRCODE_INVALID_PARAMETER_VALUE),

@@ -16,6 +16,12 @@
 extern int	chroma_metadata_render(Jsonb *jb, bool allow_arrays, cs_buf *out,
 								   const char *who);
 
+/*
+ * A nested object with this single key stands for a number that is not finite (NaN,
+ * infinity) in a mirror's metadata: refused with that reason.
+ */
+#define METADATA_NOT_FINITE "chroma:not_finite"
+
 /* Checks one key; raises an ERROR naming `who` when Chroma would refuse it. */
 extern void chroma_metadata_check_key(const char *key, int len, const char *who);
 

@@ -16,6 +16,7 @@
 #include "utils/lsyscache.h"
 #include "utils/uuid.h"
 
+#include "metadata.h"
 #include "mirror_config.h"
 
 #define MIRROR_COLUMNS \
@@ -335,6 +336,48 @@ mirror_backfill_page_sql(MirrorConfig *m, bool after, int limit)
 					after ? mirror_key_after_sql(m, "$1") : "", mirror_key_order_sql(m), limit);
 }
 
+/*
+ * A number of a float or numeric column as jsonb: floats keep a fractional part (3.0,
+ * not 3, so Chroma stores a float whatever the value), and NaN or infinity becomes an
+ * object {"chroma:not_finite": ...} that the metadata check refuses with that reason
+ * (to_jsonb would turn it into a string).
+ */
+static char *
+number_sql(const char *x, Oid type)
+{
+	if (type == NUMERICOID)
+		return psprintf("CASE WHEN %s OPERATOR(pg_catalog.=) ANY ('{NaN,Infinity,-Infinity}'::pg_catalog.numeric[]) "
+						"THEN pg_catalog.jsonb_build_object('" METADATA_NOT_FINITE "', (%s)::pg_catalog.text) "
+						"ELSE pg_catalog.to_jsonb(%s) END", x, x, x);
+	return psprintf("CASE WHEN (%s)::pg_catalog.float8 OPERATOR(pg_catalog.=) ANY ('{NaN,Infinity,-Infinity}'::pg_catalog.float8[]) "
+					"THEN pg_catalog.jsonb_build_object('" METADATA_NOT_FINITE "', (%s)::pg_catalog.text) "
+					"ELSE pg_catalog.to_jsonb((%s)::pg_catalog.text::pg_catalog.numeric OPERATOR(pg_catalog.+) 0.0) END",
+					x, x, x);
+}
+
+/* A metadata column's value as jsonb (to_jsonb, except for the numbers above). */
+static char *
+metadata_value_sql(char *col, Oid type)
+{
+	Oid			base = getBaseType(type);
+	Oid			elem = get_element_type(base);
+
+	if (base == FLOAT4OID || base == FLOAT8OID || base == NUMERICOID)
+		return number_sql(col, base);
+	if (OidIsValid(elem))
+	{
+		elem = getBaseType(elem);
+		if (elem == FLOAT4OID || elem == FLOAT8OID || elem == NUMERICOID)
+			/* element by element; empty and multidimensional arrays as they are (refused) */
+			return psprintf("CASE WHEN pg_catalog.array_ndims(%s) = 1 THEN "
+							"(SELECT pg_catalog.jsonb_agg(%s ORDER BY chroma_sync_e.o) "
+							"FROM pg_catalog.unnest(%s) WITH ORDINALITY AS chroma_sync_e(x, o)) "
+							"ELSE pg_catalog.to_jsonb(%s) END",
+							col, number_sql("chroma_sync_e.x", elem), col, col);
+	}
+	return col;
+}
+
 char *
 mirror_select_sql(MirrorConfig *m, const char *tail)
 {
@@ -373,7 +416,8 @@ mirror_select_sql(MirrorConfig *m, const char *tail)
 				appendStringInfo(&s, " OPERATOR(pg_catalog.||) COALESCE(%s, '{}'::pg_catalog.jsonb)", col);
 			else
 				appendStringInfo(&s, " OPERATOR(pg_catalog.||) pg_catalog.jsonb_build_object(%s, %s)",
-								 quote_literal_cstr(name), col);
+								 quote_literal_cstr(name),
+								 metadata_value_sql(col, get_atttype(m->relid, a)));
 		}
 		appendStringInfoChar(&s, ')');
 	}
