@@ -1,5 +1,6 @@
-# ALTER EXTENSION chroma_sync UPDATE from 0.1 keeps mirrors syncing and loses nothing
-# that was pending.
+# ALTER EXTENSION chroma_sync UPDATE from 0.1 (to 0.2, then to 0.3) keeps mirrors syncing
+# and loses nothing that was pending; 0.3's chroma_mirror keeps the EXECUTE grants of the
+# one it replaces and mirrors composite keys.
 use strict;
 use warnings;
 
@@ -40,13 +41,32 @@ my $pending = $node->safe_psql('postgres', "SELECT pending FROM chroma_sync.stat
 # 300 inserts, 43 edits (the 7 rows with a NULL doc do not change), 20 deletes
 is($pending, '363', 'changes are pending before the update');
 
-$node->safe_psql('postgres', 'ALTER EXTENSION chroma_sync UPDATE');
+$node->safe_psql('postgres', "ALTER EXTENSION chroma_sync UPDATE TO '0.2'");
 is($node->safe_psql('postgres', "SELECT extversion FROM pg_extension WHERE extname = 'chroma_sync'"),
 	'0.2', 'updated to 0.2');
 is($node->safe_psql('postgres', "SELECT pending FROM chroma_sync.status"),
-	'363', 'nothing pending was lost by the update');
+	'363', 'nothing pending was lost by the update to 0.2');
 is($node->safe_psql('postgres', "SELECT count(*) FROM chroma_sync.upsert_progress"),
 	'0', 'the view 0.2 adds exists');
+
+# a role allowed to create mirrors before 0.3 still is after it
+$node->safe_psql('postgres', q{
+CREATE ROLE up_mirrorer;
+GRANT EXECUTE ON FUNCTION chroma_mirror(regclass, text, name, name, name, name[], boolean, boolean, text)
+TO up_mirrorer WITH GRANT OPTION});
+$node->safe_psql('postgres', 'ALTER EXTENSION chroma_sync UPDATE');
+is($node->safe_psql('postgres', "SELECT extversion FROM pg_extension WHERE extname = 'chroma_sync'"),
+	'0.3', 'updated to 0.3');
+is($node->safe_psql('postgres', "SELECT pending FROM chroma_sync.status"),
+	'363', 'nothing pending was lost by the update to 0.3');
+is($node->safe_psql('postgres', q{
+SELECT pg_get_function_identity_arguments(p.oid),
+	has_function_privilege('up_mirrorer', p.oid, 'EXECUTE WITH GRANT OPTION'),
+	has_function_privilege('public', p.oid, 'EXECUTE')
+FROM pg_proc p WHERE p.proname = 'chroma_mirror'}),
+	'source regclass, collection text, id_column name, embedding_column name, document_column name, '
+	  . 'metadata_columns name[], backfill boolean, adopt boolean, filter text, id_columns name[]|t|f',
+	'one chroma_mirror, with id_columns last; its grants kept, none to PUBLIC');
 
 $node->safe_psql('postgres', "SELECT chroma_resume('up_docs')");
 assert_equal($node, 'up_docs', 'up_docs_t030', name => 'after the update');
@@ -55,7 +75,26 @@ assert_equal($node, 'up_docs', 'up_docs_t030', name => 'after the update');
 insert_rows($node, 'up_docs', 2001, 100, 8);
 assert_equal($node, 'up_docs', 'up_docs_t030', name => 'new changes after the update');
 
+# a composite primary key mirrors after the update
+$node->safe_psql('postgres', q{
+CREATE TABLE up_pairs (a text, b int, embedding real[], PRIMARY KEY (a, b));
+INSERT INTO up_pairs SELECT 'k,' || (i % 7), i, ARRAY[i, -i, 0.5]::real[] FROM generate_series(1, 200) AS i});
+fresh_collection($node, 'up_pairs_t030');
+$node->safe_psql('postgres', "SELECT chroma_mirror('up_pairs', 'up_pairs_t030')");
+$node->safe_psql('postgres', "UPDATE up_pairs SET b = -b WHERE b <= 10");
+is($node->safe_psql('postgres', "SELECT chroma_flush('up_pairs', interval '120 seconds')", timeout => 150),
+	't', 'composite mirror: flushed');
+is($node->safe_psql('postgres', "SELECT rows, missing, extra, different FROM chroma_verify('up_pairs')"),
+	'200|0|0|0', 'composite mirror: chroma_verify reports 200 rows, none missing, extra or different');
+is($node->safe_psql('postgres', q{
+SELECT count(*) FROM chroma_get('up_pairs_t030') c
+FULL JOIN up_pairs t ON c.id = replace(t.a, ',', '%2C') || ',' || t.b
+WHERE c.id IS NULL OR t.a IS NULL
+	OR pg_catalog.array_send(c.embedding) IS DISTINCT FROM pg_catalog.array_send(t.embedding)}),
+	'0', 'composite mirror: ids and embedding bytes match both ways');
+
 assert_no_crash($node, $offset);
+$node->safe_psql('postgres', "SELECT chroma_unmirror('up_pairs', drop_collection => true)");
 $node->safe_psql('postgres', "SELECT chroma_unmirror('up_docs', drop_collection => true)");
 $node->stop;
 done_testing();
