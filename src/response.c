@@ -30,6 +30,7 @@ typedef struct ParseState
 	RowColumn	col;			/* column being read */
 	int			arr;			/* array depth inside the column */
 	int			seen_lists;		/* per-query lists seen in this column (use the first) */
+	bool		meta_keep;		/* the metadata object being captured is a result's */
 	int			idx[6];			/* next element per column */
 	int			cap;
 	/* embedding being read */
@@ -97,10 +98,12 @@ rows_object_start(void *state)
 	ParseState *st = (ParseState *) state;
 
 	st->depth++;
-	if (st->col == COL_METADATAS && st->meta_depth == 0 && in_elements(st, 0))
+	if (st->col == COL_METADATAS && st->meta_depth == 0 && st->arr == 1 + st->level)
 	{
+		/* objects of a later per-query list are skipped like its other values */
 		st->meta_depth = st->depth;
 		st->meta_start = st->lex->token_start;
+		st->meta_keep = in_elements(st, 0);
 	}
 	else if (st->col != COL_NONE && st->meta_depth == 0 && st->depth > 1)
 		bad_response("an object where a value was expected");
@@ -111,7 +114,9 @@ rows_object_end(void *state)
 {
 	ParseState *st = (ParseState *) state;
 
-	if (st->meta_depth != 0 && st->depth == st->meta_depth)
+	if (st->meta_depth != 0 && st->depth == st->meta_depth && !st->meta_keep)
+		st->meta_depth = 0;
+	else if (st->meta_depth != 0 && st->depth == st->meta_depth)
 	{
 		/* the closing brace has been consumed: it ends at prev_token_terminator */
 		size_t		len = st->lex->prev_token_terminator - st->meta_start;
@@ -136,7 +141,7 @@ rows_array_start(void *state)
 	if (st->col == COL_NONE)
 		return;
 	st->arr++;
-	if (st->arr == 1 && st->level == 1)
+	if (st->arr == 2 && st->level == 1)
 		st->seen_lists++;
 	if (st->arr == 1 && st->level == 0)
 		st->seen_lists = 1;
