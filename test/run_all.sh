@@ -1,16 +1,18 @@
 #!/usr/bin/env bash
 # Runs every test suite of chroma_sync, from a fresh Debian 12 machine, as root:
 # installs what is missing (apt, npm, the glibc of the new Chroma server), builds and
-# installs the extension, then runs the C unit tests, pg_regress against the old and the
-# new Chroma server, and the TAP tests. Stops every server it started, also on failure.
+# installs the extension, then runs the C unit tests, a short libFuzzer run of every fuzz
+# target, pg_regress against the old and the new Chroma server, and the TAP tests. Stops
+# every server it started, also on failure.
 # The last line of output is "N passed, M failed"; the exit status is non-zero when
 # anything failed or broke.
 #
-#   bash test/run_all.sh [--only static|unit|regress|tap|bench[,...]] [--server old|new]
+#   bash test/run_all.sh [--only static|unit|fuzz|regress|tap|bench[,...]] [--server old|new]
 #   TAP='03*' bash test/run_all.sh --only tap     (only the matching TAP files)
 #
 # Environment: KEEP=1 leaves the servers (and their data) running for debugging;
-# REGRESS_TIMEOUT, UNIT_TIMEOUT, TAP_TIMEOUT (seconds per suite / per TAP file).
+# REGRESS_TIMEOUT, UNIT_TIMEOUT, FUZZ_TIMEOUT, TAP_TIMEOUT (seconds per suite / per TAP
+# file); FUZZ_SECONDS (how long each fuzz target runs, default 60).
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -18,6 +20,8 @@ CHROMA_ROOT=$ROOT
 KEEP=${KEEP:-0}
 REGRESS_TIMEOUT=${REGRESS_TIMEOUT:-1200}
 UNIT_TIMEOUT=${UNIT_TIMEOUT:-600}
+FUZZ_TIMEOUT=${FUZZ_TIMEOUT:-900}
+FUZZ_SECONDS=${FUZZ_SECONDS:-60}
 TAP_TIMEOUT=${TAP_TIMEOUT:-900}
 
 usage() {
@@ -25,7 +29,7 @@ usage() {
 	exit "${1:-0}"
 }
 
-SUITES=static,unit,regress,tap,bench
+SUITES=static,unit,fuzz,regress,tap,bench
 SERVERS="old new"
 while [ $# -gt 0 ]; do
 	case $1 in
@@ -38,7 +42,7 @@ while [ $# -gt 0 ]; do
 	esac
 done
 for s in ${SUITES//,/ }; do
-	case $s in static | regress | unit | tap | bench) ;; *) echo "unknown suite '$s' (static, regress, unit, tap, bench)" >&2; exit 2 ;; esac
+	case $s in static | regress | unit | fuzz | tap | bench) ;; *) echo "unknown suite '$s' (static, unit, fuzz, regress, tap, bench)" >&2; exit 2 ;; esac
 done
 case $SERVERS in "old new" | old | new) ;; *) echo "unknown server '$SERVERS' (old or new)" >&2; exit 2 ;; esac
 wants() { [[ ",$SUITES," == *",$1,"* ]]; }
@@ -201,6 +205,30 @@ run_unit() {
 	note "$line"
 	if [ $rc -ne 0 ] && [ "$f" -eq 0 ]; then
 		broken "unit: make check exited $rc with no failed test"
+	fi
+}
+
+# ---------------------------------------------------------------------- fuzz smoke
+
+# Builds the libFuzzer targets and runs each for FUZZ_SECONDS; one test per target.
+run_fuzz() {
+	local log=$LOG_DIR/fuzz.log line p f rc
+	stage "fuzz targets, ${FUZZ_SECONDS}s each (libFuzzer)" fuzz bg_run timeout "$FUZZ_TIMEOUT" \
+		make -C "$ROOT/test/fuzz" PG_CONFIG="$PG_CONFIG" FUZZ_SECONDS="$FUZZ_SECONDS" smoke
+	rc=$?
+	line=$(grep -E '^fuzz: [0-9]+ passed, [0-9]+ failed' "$log" | tail -n 1)
+	if [ -z "$line" ]; then
+		broken "fuzz: no 'fuzz: N passed, M failed' line (exit $rc)"
+		return
+	fi
+	p=$(echo "$line" | sed -E 's/^fuzz: ([0-9]+) passed, ([0-9]+) failed.*/\1/')
+	f=$(echo "$line" | sed -E 's/^fuzz: ([0-9]+) passed, ([0-9]+) failed.*/\2/')
+	PASSED=$((PASSED + p))
+	FAILED=$((FAILED + f))
+	grep -E '^fuzz_[a-z_]+: ' "$log" | while read -r l; do note "$l"; done
+	note "$line"
+	if [ $rc -ne 0 ] && [ "$f" -eq 0 ]; then
+		broken "fuzz: make smoke exited $rc with no failed target"
 	fi
 }
 
@@ -400,6 +428,7 @@ fi
 
 wants static && run_static
 wants unit && run_unit
+wants fuzz && run_fuzz
 if [ $built = 1 ]; then
 	if wants regress; then
 		for kind in $SERVERS; do run_regress "$kind"; done
