@@ -8,7 +8,7 @@
  *     without one (XX000), a crash, a leak, UB or a stack overflow is a finding. A
  *     success must hand back consistent rows (every array readable to n, metadata a
  *     complete JSON object, strings valid UTF-8); memory stays within 128 x the body.
- *     With bit 2 also set ("repeat"), a unit of the input is repeated up to 256 kB:
+ *     With bit 2 also set ("repeat"), a unit of the input is repeated up to 64 kB:
  *     nesting deep enough for the stack-depth check, long arrays, huge strings.
  *   bit 1 set: "structured" — the bytes describe records; a valid response in the
  *     server's shape is printed from them (key order, whitespace, float spellings,
@@ -395,7 +395,7 @@ gen_float(obuf *b, reader *r)
 
 #define MAX_ROWS 24
 /* longest body the repeat mode builds: deep nesting and long arrays from short inputs */
-#define MAX_REPEATED (256 * 1024)
+#define MAX_REPEATED (64 * 1024)
 #define MAX_DIM 8
 
 typedef struct gen_row
