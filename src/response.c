@@ -225,6 +225,9 @@ parse_float(const char *token)
 	f = strtof(token, &end);
 	if (*end != '\0')
 		bad_response("a malformed number");
+	/* beyond real's range (a denormal underflow is a valid float32: kept) */
+	if (errno == ERANGE && isinf(f))
+		bad_response("a number out of range for type real");
 	return f;
 }
 
