@@ -7,7 +7,8 @@
  *     error is a clean outcome when it carries one of the SQLSTATEs below; an error
  *     without one (XX000), a crash, a leak, UB or a stack overflow is a finding. A
  *     success must hand back consistent rows (every array readable to n, metadata a
- *     complete JSON object, strings valid UTF-8); memory stays within 128 x the body.
+ *     complete JSON object, strings valid UTF-8, floats finite); memory stays within
+ *     128 x the body.
  *     With bit 2 also set ("repeat"), a unit of the input is repeated up to 64 kB:
  *     nesting deep enough for the stack-depth check, long arrays, huge strings.
  *   bit 1 set: "structured" — the bytes describe records; a valid response in the
@@ -133,7 +134,6 @@ check_rows(const ChromaRows *rows)
 {
 	int			i;
 	int			j;
-	volatile float sink = 0;
 
 	REQUIRE(rows->n >= 0);
 	REQUIRE(rows->ids != NULL && rows->embeddings != NULL && rows->dims != NULL &&
@@ -146,7 +146,7 @@ check_rows(const ChromaRows *rows)
 		{
 			REQUIRE(rows->dims[i] >= 0);
 			for (j = 0; j < rows->dims[i]; j++)
-				sink += rows->embeddings[i][j];
+				REQUIRE(isfinite(rows->embeddings[i][j]));	/* no NaN or Infinity in a real[] */
 		}
 		if (rows->has_documents && rows->documents[i] != NULL)
 			REQUIRE(valid_utf8(rows->documents[i]));
@@ -160,11 +160,10 @@ check_rows(const ChromaRows *rows)
 			REQUIRE(valid_json(m));
 		}
 		if (rows->has_distances)
-			sink += rows->distances[i];
+			REQUIRE(!isinf(rows->distances[i]));	/* NaN only for null */
 	}
 	/* the arrays hold n + 1 entries (callers may look one past the end for a NULL) */
 	REQUIRE(rows->ids[rows->n] == NULL);
-	(void) sink;
 }
 
 /* --------------------------------------------------------- structured mode */
