@@ -77,6 +77,29 @@ show_api_key(void)
 	return (chroma_api_key && *chroma_api_key) ? "********" : "";
 }
 
+/* The host part must exist, and hold no user:password (SHOW and errors display the URL). */
+static bool
+check_url_authority(const char *authority)
+{
+	size_t		len = strcspn(authority, "/?#");
+
+	if (len == 0)
+	{
+		GUC_check_errcode(ERRCODE_INVALID_PARAMETER_VALUE);
+		GUC_check_errmsg("chroma_sync.url has no host");
+		return false;
+	}
+	if (memchr(authority, '@', len) != NULL)
+	{
+		GUC_check_errcode(ERRCODE_INVALID_PARAMETER_VALUE);
+		GUC_check_errmsg("chroma_sync.url must not contain credentials");
+		GUC_check_errdetail("The URL is shown by SHOW and in error messages.");
+		GUC_check_errhint("Use chroma_sync.api_key or chroma_sync.api_key_file.");
+		return false;
+	}
+	return true;
+}
+
 static bool
 check_url(char **newval, void **extra, GucSource source)
 {
@@ -97,7 +120,7 @@ check_url(char **newval, void **extra, GucSource source)
 			return false;
 		}
 	}
-	return true;
+	return check_url_authority(strstr(*newval, "://") + 3);
 }
 
 static bool
@@ -109,6 +132,13 @@ check_name_setting(char **newval, void **extra, GucSource source)
 	{
 		GUC_check_errcode(ERRCODE_INVALID_PARAMETER_VALUE);
 		GUC_check_errmsg("value must not be empty");
+		return false;
+	}
+	/* libcurl would resolve "." and ".." path segments away: another endpoint. */
+	if (strcmp(*newval, ".") == 0 || strcmp(*newval, "..") == 0)
+	{
+		GUC_check_errcode(ERRCODE_INVALID_PARAMETER_VALUE);
+		GUC_check_errmsg("value must not be \".\" or \"..\"");
 		return false;
 	}
 	for (p = *newval; *p; p++)
