@@ -390,6 +390,11 @@ chroma_mirror(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
 				 errmsg("cannot mirror %s: it is not a table", relname)));
+	if (rel->rd_rel->relpersistence == RELPERSISTENCE_TEMP)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("cannot mirror temporary table %s", relname),
+				 errdetail("The sync worker cannot read another session's temporary tables.")));
 	check_owner(relid, GetUserId());
 
 	collection = PG_ARGISNULL(1) ? relname : text_to_cstring(PG_GETARG_TEXT_PP(1));

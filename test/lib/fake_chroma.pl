@@ -1,6 +1,7 @@
 #!/usr/bin/perl
 # A loopback HTTP server that stands in for Chroma in tests that are not about Chroma's
-# answers (memory use, timeouts, cancellation).
+# answers (memory use, timeouts, cancellation) or that need a server misbehaving in ways
+# a real one cannot (garbage, redirects, trickled bytes).
 #
 #   fake_chroma.pl MODE PORT_FILE [COUNT_FILE]
 #
@@ -9,15 +10,25 @@
 #   hang  accepts connections and reads requests, but never answers
 #   sink  answers pre-flight, collection lookups and record writes ({}); for each write
 #         it appends the number of ids received to COUNT_FILE
+#   garbage   answers every request 200 with a body that is not JSON (binary bytes,
+#             invalid UTF-8, a NUL)
+#   wrongjson answers every request 200 with valid JSON of the wrong shape (a collection
+#             lookup gets a collection, so record calls reach their own answer)
+#   redirect  answers every request 302 to /followed on itself; a request for /followed
+#             is appended to COUNT_FILE (it must stay empty: redirects are never followed)
+#   trickle   answers 200 with a long Content-Length, then one byte every 200 ms
+#   truncated answers 200 with Content-Length 1000, sends 10 bytes and closes
 # Each connection is served by its own child process; SIGTERM stops everything.
 use strict;
 use warnings;
 use IO::Socket::INET;
 
 my ($mode, $port_file, $count_file) = @ARGV;
-die "usage: $0 hang|sink PORT_FILE [COUNT_FILE]\n"
-  unless defined $port_file && ($mode eq 'hang' || $mode eq 'sink');
-die "sink mode needs COUNT_FILE\n" if $mode eq 'sink' && !defined $count_file;
+my %modes = map { $_ => 1 } qw(hang sink garbage wrongjson redirect trickle truncated);
+die "usage: $0 hang|sink|garbage|wrongjson|redirect|trickle|truncated PORT_FILE [COUNT_FILE]\n"
+  unless defined $port_file && $modes{$mode};
+die "$mode mode needs COUNT_FILE\n"
+  if ($mode eq 'sink' || $mode eq 'redirect') && !defined $count_file;
 
 my $listener = IO::Socket::INET->new(
 	LocalAddr => '127.0.0.1',
@@ -59,6 +70,7 @@ sub serve
 	{
 		my ($method, $path, $body) = read_request($conn, \$buf) or return;
 		next if $mode eq 'hang';
+		return hostile($conn, $method, $path) if $mode ne 'sink';
 		answer($conn, $method, $path, $body);
 	}
 }
@@ -119,4 +131,62 @@ sub answer
 	my $resp = "HTTP/1.1 $status $reason\r\nContent-Type: application/json\r\n"
 	  . "Content-Length: " . length($json) . "\r\n\r\n$json";
 	syswrite($conn, $resp);
+}
+
+# The misbehaving modes: one answer, then the connection is closed.
+sub hostile
+{
+	my ($conn, $method, $path) = @_;
+	my $json = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n";
+
+	if ($mode eq 'garbage')
+	{
+		my $body = "\xff\xfe<html>\x00\xc3(garbage \x80\x81 not json";
+		syswrite($conn, $json . "Content-Length: " . length($body) . "\r\n\r\n" . $body);
+	}
+	elsif ($mode eq 'wrongjson')
+	{
+		my $body = '{"id": 12, "name": [], "ids": "x", "embeddings": {"a": null}, '
+		  . '"max_batch_size": "many", "nanosecond heartbeat": "soon", "metadatas": 7}';
+		$body = '[1, "two", null]' if $path =~ m{/(get|query|collections)$};
+		# a real-looking collection, so that record calls reach their own answers
+		$body = '{"id": "00000000-0000-4000-8000-000000000002", "name": "coll", '
+		  . '"dimension": "three", "metadata": ["x"]}'
+		  if $method eq 'GET' && $path =~ m{/collections/[A-Za-z0-9._-]+$};
+		$body = '{"ids": [["a", 1]], "embeddings": [["x"]], "documents": [[{}]], '
+		  . '"metadatas": [[7]], "distances": [["far"]]}'
+		  if $path =~ m{/query$};
+		$body = '{"ids": ["a", "b"], "embeddings": [[1, 2]], "documents": ["x"], "metadatas": [null]}'
+		  if $path =~ m{/get$};
+		syswrite($conn, $json . "Content-Length: " . length($body) . "\r\n\r\n" . $body);
+	}
+	elsif ($mode eq 'redirect')
+	{
+		if ($path =~ m{^/followed})
+		{
+			open(my $cf, '>>', $count_file) or die "$count_file: $!\n";
+			syswrite($cf, "$method $path\n");
+			close($cf);
+		}
+		my $port = $conn->sockport;
+		my $body = '{"moved": true}';
+		syswrite($conn, "HTTP/1.1 302 Found\r\nLocation: http://127.0.0.1:$port/followed$path\r\n"
+			  . "Content-Type: application/json\r\nConnection: close\r\n"
+			  . "Content-Length: " . length($body) . "\r\n\r\n" . $body);
+	}
+	elsif ($mode eq 'trickle')
+	{
+		syswrite($conn, $json . "Content-Length: 100000\r\n\r\n{") or return;
+		for (1 .. 100000)
+		{
+			select(undef, undef, undef, 0.2);
+			syswrite($conn, ' ') or return;
+		}
+	}
+	elsif ($mode eq 'truncated')
+	{
+		syswrite($conn, $json . "Content-Length: 1000\r\n\r\n{\"ids\": [\"a");
+	}
+	close($conn);
+	return;
 }
