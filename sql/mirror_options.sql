@@ -39,6 +39,9 @@ SELECT chroma_mirror('regress_mo_docs', collection => 'regress_m_filter2',
 SELECT chroma_mirror('regress_mo_docs', collection => 'regress_m_filter2',
 	filter => 'true) UNION SELECT 1 FROM regress_mo_docs WHERE (true');
 SELECT chroma_mirror('regress_mo_docs', collection => 'regress_m_filter2', filter => 'published AND (');
+SELECT chroma_mirror('regress_mo_docs', collection => 'regress_m_filter2', filter => 'random() < 0.5');
+SELECT chroma_mirror('regress_mo_docs', collection => 'regress_m_filter2',
+	filter => 'id IN (SELECT id FROM regress_mo_docs WHERE published)');
 \set VERBOSITY default
 SELECT count(*) AS mirrors FROM chroma_sync.mirror;
 SELECT count(*) AS regress_mo_docs_rows FROM regress_mo_docs;

@@ -19,10 +19,12 @@
 #include "executor/spi.h"
 #include "fmgr.h"
 #include "miscadmin.h"
+#include "optimizer/optimizer.h"
 #include "parser/parse_coerce.h"
 #include "parser/parser.h"
 #include "pgstat.h"
 #include "storage/lmgr.h"
+#include "tcop/tcopprot.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
@@ -292,6 +294,29 @@ check_key_type(Oid relid, AttrNumber att)
  * caller's rights: it must parse as exactly that (no second statement, no clause
  * smuggled in) and run in a WHERE clause (no aggregates, window or set functions).
  */
+/*
+ * Whether a row is in the collection must depend on that row alone: a volatile function
+ * or a subquery would make the collection disagree with the table without any change to
+ * re-queue the row.
+ */
+static void
+check_filter_is_row_local(const char *sql, RawStmt *raw, const char *filter)
+{
+	Query	   *q = linitial_node(Query, pg_analyze_and_rewrite_fixedparams(raw, sql, NULL, 0, NULL));
+	Node	   *quals = q->jointree ? q->jointree->quals : NULL;
+
+	if (q->hasSubLinks)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid mirror filter: %s", filter),
+				 errdetail("A filter must not contain a subquery: a change to another table would not re-send the row.")));
+	if (contain_volatile_functions(quals))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid mirror filter: %s", filter),
+				 errdetail("A filter must not call volatile functions: a row's place in the collection must depend on the row alone.")));
+}
+
 static void
 check_filter(const char *qname, const char *filter)
 {
@@ -317,6 +342,7 @@ check_filter(const char *qname, const char *filter)
 	if (SPI_execute(psprintf("%s LIMIT 0", sql), true, 0) != SPI_OK_SELECT)
 		elog(ERROR, "could not check the mirror filter");
 	SPI_finish();
+	check_filter_is_row_local(sql, linitial(raw), filter);
 }
 
 /* The table's name as the collection's: explain what to do when Chroma would refuse it. */
