@@ -421,6 +421,12 @@ chroma_mirror(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 				 errmsg("cannot mirror temporary table %s", relname),
 				 errdetail("The sync worker cannot read another session's temporary tables.")));
+	if (rel->rd_rel->relpersistence == RELPERSISTENCE_UNLOGGED)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("cannot mirror unlogged table %s", relname),
+				 errdetail("A crash empties an unlogged table without any change reaching the queue, so the collection would keep rows the table lost."),
+				 errhint("Make it logged first: ALTER TABLE ... SET LOGGED.")));
 	check_owner(relid, GetUserId());
 
 	collection = PG_ARGISNULL(1) ? relname : text_to_cstring(PG_GETARG_TEXT_PP(1));
