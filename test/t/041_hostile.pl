@@ -32,17 +32,20 @@ my $pm_pid = (split /\n/, slurp_file($node->data_dir . '/postmaster.pid'))[0];
 $node->safe_psql('postgres', q{
 CREATE ROLE cs_t041_user LOGIN;
 GRANT EXECUTE ON FUNCTION chroma_upsert(text, text[], real[], text[], jsonb[]) TO cs_t041_user;
+GRANT EXECUTE ON FUNCTION chroma_mirror(regclass, text, name, name, name, name[], boolean, boolean, text)
+	TO cs_t041_user;
 CREATE DATABASE cs_latin1 ENCODING 'LATIN1' LC_COLLATE 'C' LC_CTYPE 'C' TEMPLATE template0;
 CREATE DATABASE cs_ascii ENCODING 'SQL_ASCII' LC_COLLATE 'C' LC_CTYPE 'C' TEMPLATE template0;});
 $node->safe_psql($_, 'CREATE EXTENSION chroma_sync') for qw(cs_latin1 cs_ascii);
 
 my @colls = qw(cs_t041_bad cs_t041_big cs_t041_dim cs_t041_meta cs_t041_odd cs_t041_null
   cs_t041_lat cs_t041_utf cs_t041_asc cs_t041_quoted cs_t041_ddl_drop cs_t041_ddl_ren
-  cs_t041_ddl_type cs_t041_ddl_gone cs_t041_nan cs_t041_ascmirror cs_t041_nullmirror);
+  cs_t041_ddl_type cs_t041_ddl_gone cs_t041_nan cs_t041_ascmirror cs_t041_nullmirror
+  cs_t041_quoted2 cs_t041_unl cs_t041_x);
 fresh_collection($node, $_) for @colls;
 $node->safe_psql('postgres', qq{SELECT chroma_create_collection('$_')})
   for qw(cs_t041_bad cs_t041_big cs_t041_dim cs_t041_meta cs_t041_odd cs_t041_null
-  cs_t041_lat cs_t041_utf cs_t041_asc);
+  cs_t041_lat cs_t041_utf cs_t041_asc cs_t041_quoted2);
 # the probe collection: every rejected call must leave it exactly as it is
 $node->safe_psql('postgres', q{
 SELECT chroma_upsert('cs_t041_bad', ARRAY['base1', 'base2'], ARRAY[[1, 2], [3, 4]]::real[],
@@ -404,7 +407,8 @@ my @cases = (
 		sql => q{SELECT chroma_mirror('nt', 'cs_t041_x', filter => 'true) UNION SELECT 1 FROM pg_authid WHERE (true')},
 		state => '22023' },
 	{ name => 'mirror by a user who does not own the table',
-		sql => q{SET ROLE cs_t041_user; SELECT chroma_mirror('nt', 'cs_t041_x')}, state => '42501' },
+		sql => q{SET ROLE cs_t041_user; SELECT chroma_mirror('nt', 'cs_t041_x')}, state => '42501',
+		msg => qr/owner/ },
 	{ name => 'mirror of a table whose names need quoting',
 		setup => q{CREATE SCHEMA "s p;""q";
 			CREATE TABLE "s p;""q"."odd ""tbl""; drop é" ("the id; x" int PRIMARY KEY, "emb ""v""" real[], "dôc" text, "m;eta" jsonb, "plain col" int);
@@ -418,6 +422,12 @@ my @cases = (
 		result => "t\nt\n19|0|0|0",
 		check => q{SELECT string_agg(id || ' ' || document || ' ' || metadata::text, ',') = '3 changed {"n": 3, "plain col": -1}'
 			FROM chroma_get('cs_t041_quoted', ARRAY['3', '4'])} },
+	{ name => 'chroma_upsert_query over a table whose names need quoting',
+		sql => q{SELECT chroma_upsert_query('cs_t041_quoted2', $$SELECT "the id; x"::text AS id, "emb ""v""" AS embedding,
+			"dôc" AS document, "m;eta" AS metadata FROM "s p;""q"."odd ""tbl""; drop é"$$)},
+		result => '19',
+		check => q{SELECT count(*) = 19 AND count(*) FILTER (WHERE document = 'doc ' || id OR document = 'changed') = 19
+			FROM chroma_get('cs_t041_quoted2')} },
 	{ name => 'renamed mirrored column keeps syncing',
 		setup => q{CREATE TABLE ren (id int PRIMARY KEY, embedding real[], doc text);
 			INSERT INTO ren VALUES (1, '{1, 2}', 'a');
