@@ -164,6 +164,7 @@ chroma_effective_api_key(void)
 	FILE	   *f;
 	char		line[4096];
 	size_t		n;
+	int			c;
 
 	if (chroma_api_key && *chroma_api_key)
 		return chroma_api_key;
@@ -178,8 +179,19 @@ chroma_effective_api_key(void)
 						chroma_api_key_file)));
 	if (fgets(line, sizeof(line), f) == NULL)
 		line[0] = '\0';
-	FreeFile(f);
 	n = strlen(line);
+	/* A longer key would be cut short silently and sent wrong. */
+	if (n == sizeof(line) - 1 && line[n - 1] != '\n' && (c = fgetc(f)) != EOF &&
+		c != '\n' && c != '\r')
+	{
+		FreeFile(f);
+		explicit_bzero(line, sizeof(line));
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("the first line of chroma_sync.api_key_file \"%s\" is longer than %d bytes",
+						chroma_api_key_file, (int) sizeof(line) - 1)));
+	}
+	FreeFile(f);
 	while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r' || line[n - 1] == ' '))
 		line[--n] = '\0';
 	if (n == 0)
