@@ -53,6 +53,11 @@ SELECT chroma_upsert('cs_t041_bad', ARRAY['base1', 'base2'], ARRAY[[1, 2], [3, 4
 my $unchanged = q{SELECT chroma_count('cs_t041_bad') = 2 AND (SELECT string_agg(id || document
 	|| embedding::text, ',' ORDER BY id) FROM chroma_get('cs_t041_bad')) = 'base1orig{1,2},base2orig{3,4}'};
 
+# an API key file whose first line is too long to be a key
+open(my $kf, '>', "$tmp/long.key") or die "$tmp/long.key: $!";
+print $kf 'k' x 5000, "\n";
+close($kf);
+
 # Misbehaving servers (test/lib/fake_chroma.pl) and a TLS listener with a throwaway CA.
 my %fake;
 my @servers;
@@ -203,6 +208,9 @@ my @cases = (
 	{ name => 'api_key_file that does not exist',
 		sql => q{SET chroma_sync.api_key_file = '/nonexistent/key'; SELECT chroma_heartbeat()},
 		state => '58P01' },
+	{ name => 'api_key_file whose first line is longer than 4095 bytes',
+		sql => qq{SET chroma_sync.api_key_file = '$tmp/long.key'; SELECT chroma_heartbeat()},
+		state => '22023', msg => qr/longer than 4095 bytes/ },
 
 	# ---- record functions: shapes and values
 	{ name => 'ids and embeddings of different lengths',
@@ -517,6 +525,24 @@ push @cases, map {
 	my ($fn, $args, $expect, $set, $setup) = @$_;
 	{ name => "NULL in each argument of $fn", code_only => sub { null_sweep($fn, $args, $expect, $set, $setup) } }
 } @null_sweep;
+
+# A worker list of garbage (SIGHUP): no worker, no crash; RESET brings the workers back.
+push @cases, {
+	name => 'worker_databases of garbage: no worker, the launcher stays, RESET restores',
+	code_only => sub {
+		my $garbage = ',, ,"unterminated,' . ('x' x 300);
+		my $workers = q{SELECT count(*) FILTER (WHERE backend_type = 'chroma_sync worker') || '|'
+			|| count(*) FILTER (WHERE backend_type = 'chroma_sync launcher') FROM pg_stat_activity};
+		$node->safe_psql('postgres', "ALTER SYSTEM SET chroma_sync.worker_databases = '$garbage'");
+		$node->safe_psql('postgres', 'SELECT pg_reload_conf()');
+		my $none = wait_for('no chroma_sync worker', 30,
+			sub { $node->safe_psql('postgres', $workers) eq '0|1' });
+		$node->safe_psql('postgres', 'ALTER SYSTEM RESET chroma_sync.worker_databases');
+		$node->safe_psql('postgres', 'SELECT pg_reload_conf()');
+		my $back = wait_for('chroma_sync workers again', 60,
+			sub { $node->safe_psql('postgres', $workers) =~ /^[1-9]\d*\|1$/ });
+		return ($none && $back, 'workers|launchers now: ' . $node->safe_psql('postgres', $workers));
+	} };
 
 # ---------------------------------------------------------------- run
 for my $c (@cases)
