@@ -32,8 +32,8 @@ my $pm_pid = (split /\n/, slurp_file($node->data_dir . '/postmaster.pid'))[0];
 $node->safe_psql('postgres', q{
 CREATE ROLE cs_t041_user LOGIN;
 GRANT EXECUTE ON FUNCTION chroma_upsert(text, text[], real[], text[], jsonb[]) TO cs_t041_user;
-GRANT EXECUTE ON FUNCTION chroma_mirror(regclass, text, name, name, name, name[], boolean, boolean, text)
-	TO cs_t041_user;
+GRANT EXECUTE ON FUNCTION chroma_mirror(regclass, text, name, name, name, name[], boolean, boolean, text,
+	name[]) TO cs_t041_user;
 CREATE DATABASE cs_latin1 ENCODING 'LATIN1' LC_COLLATE 'C' LC_CTYPE 'C' TEMPLATE template0;
 CREATE DATABASE cs_ascii ENCODING 'SQL_ASCII' LC_COLLATE 'C' LC_CTYPE 'C' TEMPLATE template0;});
 $node->safe_psql($_, 'CREATE EXTENSION chroma_sync') for qw(cs_latin1 cs_ascii);
@@ -120,7 +120,7 @@ my @null_sweep = (
 	[ 'chroma_query', [ q{'cs_t041_null'}, 'ARRAY[1, 2]::real[]', '1', q{'{}'::jsonb} ],
 		[qw(22004 22004 ok ok)], 'set' ],
 	[ 'chroma_mirror', [ q{'nt'}, q{'cs_t041_nullmirror'}, q{'id'}, q{'embedding'}, q{'doc'},
-			q{'{meta}'::name[]}, 'true', 'false', q{'id > 0'} ],
+			q{'{meta}'::name[]}, 'true', 'false', q{'id > 0'}, 'NULL' ],
 		[qw(22004 42602 ok 22004 ok ok ok ok ok)] ],
 	[ 'chroma_pause', [ q{'nt'}, 'NULL' ], [qw(22004)], 0, $mirror_nt ],
 	[ 'chroma_resume', [ q{'nt'}, 'NULL' ], [qw(22004)], 0, $mirror_nt ],
