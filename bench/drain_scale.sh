@@ -11,7 +11,9 @@
 # holds ROWS entries), then resuming it. Printed per run: worker RSS (peak of the
 # private memory, RssAnon, and of the whole RSS, which also counts the shared buffers
 # the worker touched), records/s over the first and the last tenth of the backlog and
-# their ratio, and the total time. Goals: private RSS <= 100 MB, last/first >= 0.9.
+# their ratio, the CPU time the worker and the Chroma server spent per 1,000 records in the
+# first and the last tenth (which of the two slows down as the collection grows), and the
+# total time. Goals: private RSS <= 100 MB, last/first >= 0.9.
 #
 # Environment: KEEP=1 leaves the servers and the work dir for inspection.
 set -uo pipefail
@@ -76,11 +78,15 @@ q 'ALTER SYSTEM SET chroma_sync.batch_size = 500' && q 'SELECT pg_reload_conf()'
 
 # kb FIELD PID: a field of /proc/PID/status in kB (0 when the process is gone)
 kb() { awk -v f="$1:" '$1 == f { print $2 }' "/proc/$2/status" 2>/dev/null || echo 0; }
+# ticks PID: user + system CPU time of the process, in clock ticks
+ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat" 2>/dev/null || echo 0; }
+HZ=$(getconf CLK_TCK)
 
 # drain RUN HOLD: one backlog of ROWS rows, drained and watched; HOLD=1 holds xmin back.
 drain() {
 	local run=$1 hold=$2 tbl=scale_$1 tenth=$((ROWS / 10)) pid synced now
 	local t_start t_first="" t_last_from="" t_end peak_anon=0 peak_rss=0 anon rss
+	local w0 c0 w1 c1 w2 c2 w3 c3
 	step "$run: table and paused mirror"
 	q "CREATE TABLE $tbl (id bigint PRIMARY KEY, embedding real[], body text)" || die "create failed"
 	q "SELECT chroma_mirror('$tbl', '$tbl', document_column => 'body')" >/dev/null || die "mirror failed"
@@ -106,6 +112,7 @@ drain() {
 	step "$run: drain (worker pid $pid)$([ "$hold" = 1 ] && echo ', xmin held back')"
 	q "SELECT chroma_resume('$tbl')" >/dev/null
 	t_start=$(date +%s.%N)
+	w0=$(ticks "$pid") c0=$(ticks "$CHROMA_PID")
 	while :; do
 		synced=$(($(q "SELECT synced FROM chroma_sync.mirror WHERE collection = '$tbl'") - base))
 		now=$(date +%s.%N)
@@ -113,24 +120,39 @@ drain() {
 		rss=$(kb VmRSS "$pid")
 		[ "${anon:-0}" -gt "$peak_anon" ] && peak_anon=$anon
 		[ "${rss:-0}" -gt "$peak_rss" ] && peak_rss=$rss
-		[ -z "$t_first" ] && [ "$synced" -ge "$tenth" ] && t_first=$now
-		[ -z "$t_last_from" ] && [ "$synced" -ge $((ROWS - tenth)) ] && t_last_from=$now && s_last_from=$synced
+		if [ -z "$t_first" ] && [ "$synced" -ge "$tenth" ]; then
+			t_first=$now s_first=$synced w1=$(ticks "$pid") c1=$(ticks "$CHROMA_PID")
+		fi
+		if [ -z "$t_last_from" ] && [ "$synced" -ge $((ROWS - tenth)) ]; then
+			t_last_from=$now s_last_from=$synced w2=$(ticks "$pid") c2=$(ticks "$CHROMA_PID")
+		fi
 		echo "$now $synced $anon $rss" >>"$LOG_DIR/$run.samples"
 		if [ "$synced" -ge "$ROWS" ]; then
-			t_end=$now
+			t_end=$now w3=$(ticks "$pid") c3=$(ticks "$CHROMA_PID")
 			break
 		fi
 		[ -d "/proc/$pid" ] || die "the worker exited during the drain (see $LOG_DIR)"
 		sleep 0.5
 	done
-	[ "$hold" = 1 ] && { kill "$HOLDER_PID" 2>/dev/null; HOLDER_PID=; }
+	if [ "$hold" = 1 ]; then
+		# end the old snapshot (its session also holds a lock on the table)
+		q "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+			WHERE query LIKE 'SELECT pg_sleep(100000)%' AND pid <> pg_backend_pid()" >/dev/null
+		kill "$HOLDER_PID" 2>/dev/null
+		HOLDER_PID=
+	fi
 	[ "$(q "SELECT count(*) FROM chroma_sync.queue")" = 0 ] || die "the queue is not empty after the drain"
 	[ "$(q "SELECT chroma_count('$tbl')")" = "$ROWS" ] || die "the collection does not hold $ROWS records"
 	awk -v run="$run" -v n="$ROWS" -v t0="$t_start" -v t1="$t_first" -v t2="$t_last_from" \
-		-v s2="$s_last_from" -v t3="$t_end" -v tenth="$tenth" -v a="$peak_anon" -v r="$peak_rss" 'BEGIN {
-		first = tenth / (t1 - t0); last = (n - s2) / (t3 - t2);
-		printf "%-24s %9d %10.0f %10.0f %8.2f %9.1f %9.1f %8.1f\n", run, n, first, last, last / first,
-			a / 1024, r / 1024, t3 - t0 }' >>"$WORK_DIR/table"
+		-v s1="$s_first" -v s2="$s_last_from" -v t3="$t_end" -v a="$peak_anon" -v r="$peak_rss" \
+		-v hz="$HZ" -v w0="$w0" -v w1="$w1" -v w2="$w2" -v w3="$w3" \
+		-v c0="$c0" -v c1="$c1" -v c2="$c2" -v c3="$c3" 'BEGIN {
+		first = s1 / (t1 - t0); last = (n - s2) / (t3 - t2);
+		k1 = s1 / 1000; k2 = (n - s2) / 1000;
+		printf "%-11s %9d %8.0f %8.0f %8.2f %8.1f %8.1f %9.1f %9.1f %9.1f %9.1f %8.0f\n", run, n,
+			first, last, last / first, a / 1024, r / 1024,
+			(w1 - w0) * 1000 / hz / k1, (w3 - w2) * 1000 / hz / k2,
+			(c1 - c0) * 1000 / hz / k1, (c3 - c2) * 1000 / hz / k2, t3 - t0 }' >>"$WORK_DIR/table"
 	q "SELECT chroma_unmirror('$tbl', drop_collection => true)" >/dev/null
 	q "DROP TABLE $tbl"
 }
@@ -140,6 +162,7 @@ drain xmin_held 1
 
 echo
 echo "chroma_sync drain of a $ROWS-row backlog (384-d, batch 500), $(nproc) vCPU, load at start $(cut -d' ' -f1-3 /proc/loadavg)"
-printf '%-24s %9s %10s %10s %8s %9s %9s %8s\n' run rows "first/s" "last/s" last/1st \
-	"anon MB" "RSS MB" seconds
+printf '%-11s %9s %8s %8s %8s %8s %8s %9s %9s %9s %9s %8s\n' run rows "first/s" "last/s" last/1st \
+	"anon MB" "RSS MB" "wrk 1st" "wrk last" "chr 1st" "chr last" seconds
+echo "(wrk/chr 1st/last: CPU ms per 1,000 records of the worker / the Chroma server, first and last tenth)"
 cat "$WORK_DIR/table"
