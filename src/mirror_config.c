@@ -321,6 +321,19 @@ mirror_key_order_sql(MirrorConfig *m)
 }
 
 char *
+mirror_table_sql(MirrorConfig *m)
+{
+	char	   *nsp = get_namespace_name(get_rel_namespace(m->relid));
+	char	   *rel = get_rel_name(m->relid);
+
+	if (nsp == NULL || rel == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("table of mirror %d no longer exists", m->mirror_id)));
+	return psprintf("%s.%s", quote_identifier(nsp), quote_identifier(rel));
+}
+
+char *
 mirror_backfill_page_sql(MirrorConfig *m, bool after, int limit)
 {
 	char	   *nsp = get_namespace_name(get_rel_namespace(m->relid));

@@ -899,8 +899,7 @@ read_backfill_batch(Pipeline *p, Flight *f, const char *after)
 
 	b->dim = m->dimension;
 	begin_txn();
-	table = psprintf("%s.%s", quote_identifier(get_namespace_name(get_rel_namespace(m->relid))),
-					 quote_identifier(get_rel_name(m->relid)));
+	table = mirror_table_sql(m);
 	if (after == NULL)
 	{
 		/* a (re)started backfill: count what is to send, for progress in status */
@@ -1156,10 +1155,9 @@ reconcile(MirrorConfig *m, MirrorState *st, TimestampTz *wake_at)
 		begin_txn();
 		{
 			char	   *sql = psprintf("SELECT u.chroma_sync_id FROM pg_catalog.unnest($1::pg_catalog.text[]) "
-									   "AS u(chroma_sync_id) WHERE NOT EXISTS (SELECT 1 FROM %s.%s "
+									   "AS u(chroma_sync_id) WHERE NOT EXISTS (SELECT 1 FROM %s "
 									   "WHERE %s = u.chroma_sync_id AND %s)",
-									   quote_identifier(get_namespace_name(get_rel_namespace(m->relid))),
-									   quote_identifier(get_rel_name(m->relid)),
+									   mirror_table_sql(m),
 									   mirror_id_text_sql(m), mirror_present_sql(m));
 			Datum	   *kd = palloc_array(Datum, rows.n);
 			Oid			types[1] = {TEXTARRAYOID};

@@ -311,9 +311,8 @@ chroma_verify(PG_FUNCTION_ARGS)
 							   &nrows, &error))
 		{
 			/* a row that cannot be read (it is in chroma_sync.failed): row by row */
-			if (SPI_execute(psprintf("SELECT %s FROM %s.%s %s", mirror_key_sql(m),
-									 quote_identifier(get_namespace_name(get_rel_namespace(m->relid))),
-									 quote_identifier(get_rel_name(m->relid)), where),
+			if (SPI_execute(psprintf("SELECT %s FROM %s %s", mirror_key_sql(m),
+									 mirror_table_sql(m), where),
 							true, 0) != SPI_OK_SELECT)
 				elog(ERROR, "could not read the mirrored table");
 			{
