@@ -47,3 +47,10 @@ PG_CONFIG ?= pg_config
 PG_CPPFLAGS = -isystem $(shell $(PG_CONFIG) --includedir-server)
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
+
+# The regression and TAP suites against a SANITIZE=1 build, every server run with the ASan
+# runtime preloaded; fails on any sanitizer report (see test/lib/sanitize.sh). As root;
+# PG_PREFIX and run_all.sh's environment variables apply, ARGS adds options (--server new).
+.PHONY: sanitize-check
+sanitize-check:
+	bash test/run_all.sh --sanitize $(ARGS)

@@ -7,8 +7,14 @@
 # The last line of output is "N passed, M failed"; the exit status is non-zero when
 # anything failed or broke.
 #
-#   bash test/run_all.sh [--only static|unit|fuzz|regress|tap|bench[,...]] [--server old|new]
+#   bash test/run_all.sh [--only static|unit|fuzz|regress|tap|bench[,...]] [--server old|new] [--sanitize]
 #   TAP='03*' bash test/run_all.sh --only tap     (only the matching TAP files)
+#
+# --sanitize (make sanitize-check): the extension built with SANITIZE=1 (ASan and UBSan),
+# every PostgreSQL server started with the ASan runtime preloaded (see test/lib/sanitize.sh),
+# sanitizer reports written to logs/sanitizer/, and each report counted as a failure.
+# Runs regress and tap unless --only says otherwise. Slower; leaves the sanitized library
+# installed (the next run without --sanitize rebuilds and reinstalls it).
 #
 # Environment: KEEP=1 leaves the servers (and their data) running for debugging;
 # REGRESS_TIMEOUT, UNIT_TIMEOUT, FUZZ_TIMEOUT, TAP_TIMEOUT (seconds per suite / per TAP
@@ -30,17 +36,25 @@ usage() {
 }
 
 SUITES=static,unit,fuzz,regress,tap,bench
+SUITES_GIVEN=0
 SERVERS="old new"
+SANITIZE=0
 while [ $# -gt 0 ]; do
 	case $1 in
-	--only) SUITES=${2:-}; shift 2 || usage 2 ;;
-	--only=*) SUITES=${1#--only=}; shift ;;
+	--only) SUITES=${2:-} SUITES_GIVEN=1; shift 2 || usage 2 ;;
+	--only=*) SUITES=${1#--only=} SUITES_GIVEN=1; shift ;;
+	--sanitize) SANITIZE=1; shift ;;
 	--server) SERVERS=${2:-}; shift 2 || usage 2 ;;
 	--server=*) SERVERS=${1#--server=}; shift ;;
 	-h | --help) usage 0 ;;
 	*) echo "unknown argument: $1" >&2; usage 2 ;;
 	esac
 done
+[ $SANITIZE = 1 ] && [ $SUITES_GIVEN = 0 ] && SUITES=regress,tap
+if [ $SANITIZE = 1 ] && [[ ",$SUITES," == *,bench,* ]]; then
+	echo "--sanitize runs regress and tap (and static, unit, fuzz); not bench" >&2
+	exit 2
+fi
 for s in ${SUITES//,/ }; do
 	case $s in static | regress | unit | fuzz | tap | bench) ;; *) echo "unknown suite '$s' (static, unit, fuzz, regress, tap, bench)" >&2; exit 2 ;; esac
 done
@@ -60,6 +74,8 @@ mkdir -p "$CHROMA_PIDS_DIR"
 
 # shellcheck source=lib/common.sh
 . "$ROOT/test/lib/common.sh"
+# shellcheck source=lib/sanitize.sh
+. "$ROOT/test/lib/sanitize.sh"
 CHROMA_PID_DIRS+=("$CHROMA_PIDS_DIR")
 
 # The terminal, kept as fds 8 and 9 (closed in the commands the harness starts).
@@ -128,6 +144,9 @@ run_regress() {
 		stop_chroma "$cpid"
 		return
 	fi
+	if [ "$SANITIZE" = 1 ] && ! sanitizer_server_ok "$PG_DIR" "$PG_PORT"; then
+		broken "regress-$kind: the server does not run with the ASan runtime and chroma_sync loaded"
+	fi
 	out=$WORK_DIR/regress-$kind
 	mkdir -p "$out"
 	log=$LOG_DIR/regress-$kind.log
@@ -162,6 +181,7 @@ run_regress() {
 		stop_pg "$PG_DIR/data" >>"$LOG_DIR/pg-stop-regress-$kind.log" 2>&1
 		stop_chroma "$cpid"
 	fi
+	sanitizer_collect "regress-$kind"
 }
 
 # ---------------------------------------------------------------------- static checks
@@ -267,7 +287,7 @@ tap_chroma_start() {
 run_one_tap() {
 	local file=$1
 	bg_run timeout "$TAP_TIMEOUT" runuser -u postgres -- env \
-		PATH="$PG_BIN:$PATH" PERL5LIB="$PG_PERL_LIB" PG_REGRESS="$PG_REGRESS" PG_CONFIG="$PG_CONFIG" \
+		PATH="$PG_SERVER_BIN:$PATH" PERL5LIB="$PG_PERL_LIB" PG_REGRESS="$PG_REGRESS" PG_CONFIG="$PG_CONFIG" \
 		TESTDIR="$TAP_DIR" CHROMA_URL="http://127.0.0.1:$TAP_PORT" CHROMA_SERVER="$TAP_KIND" \
 		CHROMA_PORT="$TAP_PORT" CHROMA_PID="$CHROMA_PID" CHROMA_DATA_DIR="$TAP_DIR/chroma-data" \
 		CHROMA_LOG="$LOG_DIR/chroma-tap.log" CHROMA_CTL="$CHROMA_ROOT/test/lib/chroma_ctl.sh" \
@@ -332,6 +352,7 @@ run_tap() {
 		fi
 		note "tap $name: $ok passed, $bad failed"
 		stop_all_pg "$TAP_DIR/tmp_check"
+		sanitizer_collect "tap-$name"
 	done
 	CHROMA_PIDS_DIR=$WORK_DIR/chroma-pids
 }
@@ -390,6 +411,7 @@ on_exit() {
 		wait "$CHILD" 2>/dev/null
 	fi
 	cleanup
+	sanitizer_summary
 	if [ $FINISHED = 0 ]; then
 		[ $rc -ne 0 ] && broken "harness interrupted (exit $rc)"
 	fi
@@ -406,7 +428,7 @@ trap 'exit 143' TERM
 
 # ---------------------------------------------------------------------- main
 
-echo "chroma_sync tests: suites=$SUITES servers=${SERVERS// /,} work dir=$WORK_DIR"
+echo "chroma_sync tests: suites=$SUITES servers=${SERVERS// /,}$([ $SANITIZE = 1 ] && echo ' sanitize') work dir=$WORK_DIR"
 want_chroma=0 want_new=0
 { wants regress || wants tap || wants bench; } && want_chroma=1
 # TAP tests may start the new server themselves, whatever --server says.
@@ -419,7 +441,16 @@ fi
 chown -R postgres: "$LOG_DIR" "$CHROMA_PIDS_DIR"
 
 built=1
-if wants regress || wants tap || wants bench; then
+if [ $SANITIZE = 1 ] && { wants regress || wants tap; }; then
+	if ! stage "build and install the extension (SANITIZE=1)" build build_extension_sanitized; then
+		broken "build: make WERROR=1 SANITIZE=1 / make install failed; regress and tap not run"
+		built=0
+	elif ! stage "sanitized servers: private bin directory" sanitizer prepare_sanitizer; then
+		show_tail "$LOG_DIR/sanitizer.log" 20
+		broken "sanitizer: the servers cannot be started with the ASan runtime"
+		built=0
+	fi
+elif wants regress || wants tap || wants bench; then
 	if ! stage "build and install the extension (WERROR=1)" build build_extension; then
 		broken "build: make WERROR=1 / make install failed; regress, tap and bench not run"
 		built=0

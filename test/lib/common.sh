@@ -12,6 +12,8 @@ PG_MAJOR=15
 PG_PREFIX=${PG_PREFIX:-}
 PG_BIN=$PG_PREFIX/usr/lib/postgresql/$PG_MAJOR/bin
 PG_CONFIG=$PG_BIN/pg_config
+# Where the initdb and pg_ctl that start servers live (a private copy under --sanitize).
+PG_SERVER_BIN=$PG_BIN
 PG_PERL_LIB=$PG_PREFIX/usr/lib/postgresql/$PG_MAJOR/lib/pgxs/src/test/perl
 PG_REGRESS=$PG_PREFIX/usr/lib/postgresql/$PG_MAJOR/lib/pgxs/src/test/regress/pg_regress
 CHROMA_CTL=$ROOT/test/lib/chroma_ctl.sh
@@ -211,7 +213,7 @@ start_pg() {
 	PG_PORT=$(free_port) || return 1
 	PG_LOG=$LOG_DIR/pg-$name.log
 	mkdir -p "$PG_DIR" && chown postgres: "$PG_DIR" && chmod 700 "$PG_DIR" || return 1
-	as_postgres "$PG_BIN/initdb" -D "$PG_DIR/data" -U postgres -A trust -E UTF8 --locale=C.UTF-8 || return 1
+	as_postgres "$PG_SERVER_BIN/initdb" -D "$PG_DIR/data" -U postgres -A trust -E UTF8 --locale=C.UTF-8 || return 1
 	cat >>"$PG_DIR/data/postgresql.conf" <<-EOF
 
 		# test/run_all.sh
@@ -225,7 +227,7 @@ start_pg() {
 		log_line_prefix = '%m [%p] %q%a '
 	EOF
 	PG_DATA_DIRS+=("$PG_DIR/data")
-	as_postgres "$PG_BIN/pg_ctl" -D "$PG_DIR/data" -l "$PG_LOG" -w -t 60 start
+	as_postgres "$PG_SERVER_BIN/pg_ctl" -D "$PG_DIR/data" -l "$PG_LOG" -w -t 60 start
 }
 
 stop_pg() {

@@ -1,0 +1,134 @@
+# shellcheck shell=bash
+# The sanitizer run of test/run_all.sh (--sanitize); sourced after common.sh.
+#
+# The extension is built with SANITIZE=1 (-fsanitize=address,undefined). The PostgreSQL
+# binaries are not instrumented, so the ASan runtime must be the first library of every
+# server process: LD_PRELOAD, set only for the servers. A private copy of the bin
+# directory ($SAN_ROOT/usr/lib/postgresql/15/bin) holds copies of the client programs and,
+# as "postgres", a script that sets LD_PRELOAD, ASAN_OPTIONS and UBSAN_OPTIONS and execs
+# the real server. pg_ctl and initdb find "postgres" next to themselves (after resolving
+# symlinks, hence copies), so every server started through that directory (start_pg, and
+# every TAP node: PostgreSQL::Test::Cluster runs pg_ctl and initdb from PATH) is
+# sanitized, while pg_ctl, psql, pg_regress and prove are not.
+#
+# Reports go to files in $SAN_LOG_DIR (report.PID: ASan and UBSan share the file of a
+# process); after each suite or TAP file the new ones are moved to a directory named after
+# it, and sanitizer_summary counts and prints them. The wrapper also notes each start in
+# $LOG_DIR/sanitizer-servers.log, so the summary can say how many servers ran sanitized.
+
+SANITIZE=${SANITIZE:-0}
+SAN_LOG_DIR=$LOG_DIR/sanitizer
+SAN_ROOT=$WORK_DIR/sanitizer-pg
+SAN_SERVERS_LOG=$LOG_DIR/sanitizer-servers.log
+
+build_extension_sanitized() {
+	cd "$ROOT" &&
+		make PG_CONFIG="$PG_CONFIG" clean &&
+		make -j"$(nproc)" PG_CONFIG="$PG_CONFIG" WERROR=1 SANITIZE=1 &&
+		make PG_CONFIG="$PG_CONFIG" install
+}
+
+# The ASan runtime the installed library was linked with (the compiler's own).
+asan_runtime() {
+	local so
+	so=$("$PG_CONFIG" --pkglibdir)/chroma_sync.so
+	ldd "$so" | awk '$1 ~ /^libasan\.so/ && $3 ~ /^\// { print $3; exit }'
+}
+
+# Builds $SAN_ROOT: the bin directory (copies; "postgres" the wrapper), the stub library,
+# and symlinks to the real share and lib directories, which the relocatable programs
+# (initdb, pg_config) look up relative to their own location.
+prepare_sanitizer() {
+	local rt real_bin=$PG_BIN bin=$SAN_ROOT/usr/lib/postgresql/$PG_MAJOR/bin f cc
+	local asan_opts ubsan_opts
+	rt=$(asan_runtime)
+	if [ -z "$rt" ] || [ ! -r "$rt" ]; then
+		echo "chroma_sync.so is not linked with an ASan runtime: was it built with SANITIZE=1?"
+		return 1
+	fi
+	echo "ASan runtime: $rt"
+	rm -rf "$SAN_ROOT" && mkdir -p "$bin" "$SAN_ROOT/usr/share" "$SAN_ROOT/lib" || return 1
+	mkdir -p "$SAN_LOG_DIR" && touch "$SAN_SERVERS_LOG" &&
+		chown postgres: "$SAN_LOG_DIR" "$SAN_SERVERS_LOG" || return 1
+	cc=$("$PG_CONFIG" --cc)
+	$cc -shared -fPIC -O2 -o "$SAN_ROOT/lib/asan_swift_stub.so" "$ROOT/test/lib/asan_swift_stub.c" || return 1
+	for f in "$real_bin"/*; do
+		[ "$(basename "$f")" = postgres ] && continue
+		cp -p "$f" "$bin/" || return 1
+	done
+	ln -s "$PG_PREFIX/usr/lib/postgresql/$PG_MAJOR/lib" "$SAN_ROOT/usr/lib/postgresql/$PG_MAJOR/lib" &&
+		ln -s "$PG_PREFIX/usr/share/postgresql" "$SAN_ROOT/usr/share/postgresql" &&
+		ln -s "$PG_PREFIX/usr/share/locale" "$SAN_ROOT/usr/share/locale" || return 1
+	# detect_leaks=0: PostgreSQL frees by memory context at exit, or not at all (a backend's
+	# exit leaves its memory to the kernel), so leak reports would be noise. abort_on_error:
+	# an ASan error kills the process with SIGABRT, which the postmaster treats as a crash
+	# (an exit status of 1 would pass as a FATAL). UBSan goes on after a report, so that
+	# every report of a run is written. quarantine_size_mb: the default 256 MB of freed
+	# memory held back would count in the backends' peak memory (TAP 002_memory).
+	asan_opts="log_path=$SAN_LOG_DIR/report:detect_leaks=0:abort_on_error=1:halt_on_error=1"
+	asan_opts+=":quarantine_size_mb=64:disable_coredump=1"
+	ubsan_opts="log_path=$SAN_LOG_DIR/report:print_stacktrace=1:halt_on_error=0"
+	cat >"$bin/postgres" <<-EOF
+		#!/bin/sh
+		# test/run_all.sh --sanitize: the server, with the ASan runtime preloaded
+		LD_PRELOAD="$rt:$SAN_ROOT/lib/asan_swift_stub.so\${LD_PRELOAD:+:\$LD_PRELOAD}"
+		ASAN_OPTIONS="$asan_opts"
+		UBSAN_OPTIONS="$ubsan_opts"
+		export LD_PRELOAD ASAN_OPTIONS UBSAN_OPTIONS
+		echo "\$\$ \$*" 2>/dev/null >>"$SAN_SERVERS_LOG"
+		exec "$real_bin/postgres" "\$@"
+	EOF
+	chmod 755 "$bin/postgres" && chmod -R a+rX "$SAN_ROOT" || return 1
+	# The wrapper must start a server that answers, and pg_ctl must accept it.
+	as_postgres "$bin/postgres" -V || return 1
+	as_postgres "$bin/pg_ctl" --version || return 1
+	PG_SERVER_BIN=$bin
+}
+
+# Report files written since the last call move to $SAN_LOG_DIR/LABEL; prints a line if any.
+sanitizer_collect() {
+	local label=$1 files=() f
+	[ "$SANITIZE" = 1 ] && [ -d "$SAN_LOG_DIR" ] || return 0
+	for f in "$SAN_LOG_DIR"/report.*; do
+		[ -f "$f" ] && files+=("$f")
+	done
+	[ ${#files[@]} -gt 0 ] || return 0
+	mkdir -p "$SAN_LOG_DIR/$label" && mv "${files[@]}" "$SAN_LOG_DIR/$label/"
+	note "sanitizer: ${#files[@]} report file(s) during $label"
+}
+
+# True when the server at PGHOST/PGPORT (as postgres) runs with the ASan runtime and
+# chroma_sync loaded: its backend's own memory map.
+sanitizer_server_ok() {
+	local maps
+	maps=$(as_postgres "$PG_BIN/psql" -X -At -h "$1" -p "$2" -U postgres -d postgres \
+		-c "SELECT pg_read_file('/proc/self/maps')") || return 1
+	grep -q '/libasan\.so' <<<"$maps" && grep -q '/chroma_sync\.so' <<<"$maps"
+}
+
+# The number of reports in a file: ASan errors, UBSan "runtime error"s; at least 1.
+sanitizer_count_reports() {
+	local n
+	n=$(grep -cE 'ERROR: (AddressSanitizer|UndefinedBehaviorSanitizer|LeakSanitizer)|runtime error:' "$1")
+	[ "$n" -gt 0 ] || n=1
+	echo "$n"
+}
+
+# Counts and prints every report; each report is a failure.
+sanitizer_summary() {
+	local files=() f n total=0 starts
+	[ "$SANITIZE" = 1 ] && [ -d "$SAN_LOG_DIR" ] || return 0
+	sanitizer_collect unattributed
+	while IFS= read -r f; do files+=("$f"); done < <(find "$SAN_LOG_DIR" -type f -name 'report.*' | sort)
+	starts=$(grep -cvE ' (-V|--boot|--single|-C)( |$)' "$SAN_SERVERS_LOG" 2>/dev/null)
+	echo "sanitizer: ${starts:-0} server start(s) with the ASan runtime preloaded"
+	for f in "${files[@]}"; do
+		n=$(sanitizer_count_reports "$f")
+		total=$((total + n))
+		echo "    ---- ${f#"$SAN_LOG_DIR"/}: $n report(s), first 80 lines"
+		head -n 80 "$f" | sed 's/^/    | /'
+		broken "sanitizer: $n report(s) in ${f#"$SAN_LOG_DIR"/}"
+		FAILED=$((FAILED + n - 1))
+	done
+	echo "sanitizer reports: $total in ${#files[@]} file(s) (under $SAN_LOG_DIR)"
+}
