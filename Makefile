@@ -38,9 +38,11 @@ PG_CFLAGS = -Wall -Wextra -Wno-unused-parameter
 ifeq ($(WERROR),1)
 PG_CFLAGS += -Werror
 endif
+# SANITIZE=1: ASan and UBSan (gcc's "undefined" leaves out float-cast-overflow: a double
+# out of an integer type's range converted to it); test/run_all.sh --sanitize runs it.
 ifeq ($(SANITIZE),1)
-PG_CFLAGS += -fsanitize=address,undefined -fno-omit-frame-pointer -O1
-SHLIB_LINK += -fsanitize=address,undefined
+PG_CFLAGS += -fsanitize=address,undefined,float-cast-overflow -fno-omit-frame-pointer -O1
+SHLIB_LINK += -fsanitize=address,undefined,float-cast-overflow
 endif
 
 PG_CONFIG ?= pg_config

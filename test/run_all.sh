@@ -12,7 +12,7 @@
 #
 # --sanitize (make sanitize-check): the extension built with SANITIZE=1 (ASan and UBSan),
 # every PostgreSQL server started with the ASan runtime preloaded (see test/lib/sanitize.sh),
-# sanitizer reports written to logs/sanitizer/, and each report counted as a failure.
+# sanitizer reports collected in logs/sanitizer/, and each report counted as a failure.
 # Runs regress and tap unless --only says otherwise. Slower; leaves the sanitized library
 # installed (the next run without --sanitize rebuilds and reinstalls it).
 #
@@ -181,7 +181,7 @@ run_regress() {
 		stop_pg "$PG_DIR/data" >>"$LOG_DIR/pg-stop-regress-$kind.log" 2>&1
 		stop_chroma "$cpid"
 	fi
-	sanitizer_collect "regress-$kind"
+	sanitizer_collect "regress-$kind" "$PG_LOG"
 }
 
 # ---------------------------------------------------------------------- static checks
@@ -352,7 +352,7 @@ run_tap() {
 		fi
 		note "tap $name: $ok passed, $bad failed"
 		stop_all_pg "$TAP_DIR/tmp_check"
-		sanitizer_collect "tap-$name"
+		sanitizer_collect "tap-$name" "$TAP_DIR"/tmp_check/log/"${name}"_*.log
 	done
 	CHROMA_PIDS_DIR=$WORK_DIR/chroma-pids
 }
@@ -448,6 +448,10 @@ if [ $SANITIZE = 1 ] && { wants regress || wants tap; }; then
 	elif ! stage "sanitized servers: private bin directory" sanitizer prepare_sanitizer; then
 		show_tail "$LOG_DIR/sanitizer.log" 20
 		broken "sanitizer: the servers cannot be started with the ASan runtime"
+		built=0
+	elif ! stage "sanitizer positive control (a canary's bugs)" sanitizer-canary sanitizer_canary; then
+		show_tail "$LOG_DIR/sanitizer-canary.log" 30
+		broken "sanitizer: the canary's reports were not found; a run without reports would prove nothing"
 		built=0
 	fi
 elif wants regress || wants tap || wants bench; then
