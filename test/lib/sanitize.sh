@@ -7,10 +7,12 @@
 # directory ($SAN_ROOT/usr/lib/postgresql/15/bin) holds copies of the client programs and,
 # as "postgres", a script that sets LD_PRELOAD, ASAN_OPTIONS and UBSAN_OPTIONS and execs
 # the real server. pg_ctl and initdb find "postgres" next to themselves (after resolving
-# symlinks, hence copies), so every server started through that directory (start_pg, and
-# every TAP node: PostgreSQL::Test::Cluster runs pg_ctl and initdb from PATH) is
-# sanitized, while pg_ctl, psql, pg_regress and prove are not. test/lib/sanitizer_preload.c
-# is preloaded too: it explains why pg_ctl with LD_PRELOAD of the runtime hung.
+# symlinks, hence copies), and "pg_ctl restart" runs the program recorded in
+# postmaster.opts (the wrapper: see exec -a below), so every server started through that
+# directory (start_pg, and every TAP node: PostgreSQL::Test::Cluster runs pg_ctl and initdb
+# from PATH) is sanitized, while pg_ctl, psql, pg_regress and prove are not.
+# test/lib/sanitizer_preload.c is preloaded too: it explains why pg_ctl with LD_PRELOAD of
+# the runtime hung.
 #
 # Where reports go: ASan writes report.PID files in $SAN_LOG_DIR. gcc's UBSan runtime is a
 # separate library whose reports go to the server's stderr, that is its log; after each
@@ -75,15 +77,18 @@ prepare_sanitizer() {
 	ln -s "$PG_PREFIX/usr/lib/postgresql/$PG_MAJOR/lib" "$SAN_ROOT/usr/lib/postgresql/$PG_MAJOR/lib" &&
 		ln -s "$PG_PREFIX/usr/share/postgresql" "$SAN_ROOT/usr/share/postgresql" &&
 		ln -s "$PG_PREFIX/usr/share/locale" "$SAN_ROOT/usr/share/locale" || return 1
+	# exec -a: the server takes its argv[0] (this script) as its own path, and records it in
+	# postmaster.opts, where "pg_ctl restart" finds the program to start; share and lib
+	# are found through the symlinks above.
 	cat >"$bin/postgres" <<-EOF
-		#!/bin/sh
+		#!/bin/bash
 		# test/run_all.sh --sanitize: the server, with the ASan runtime preloaded
 		LD_PRELOAD="$rt:$SAN_ROOT/lib/sanitizer_preload.so\${LD_PRELOAD:+:\$LD_PRELOAD}"
 		ASAN_OPTIONS="$asan_opts"
 		UBSAN_OPTIONS="$ubsan_opts"
 		export LD_PRELOAD ASAN_OPTIONS UBSAN_OPTIONS
 		echo "\$\$ \$*" 2>/dev/null >>"$SAN_SERVERS_LOG"
-		exec "$real_bin/postgres" "\$@"
+		exec -a "\$0" "$real_bin/postgres" "\$@"
 	EOF
 	chmod 755 "$bin/postgres" && chmod -R a+rX "$SAN_ROOT" || return 1
 	# The wrapper must start a server that answers, and pg_ctl must accept it.
