@@ -102,7 +102,7 @@ prepare_sanitizer() {
 # overflow and a heap overflow; both reports must be found. They are moved to
 # $LOG_DIR/sanitizer-canary, where they do not count.
 sanitizer_canary() {
-	local so=$SAN_ROOT/lib/sanitizer_canary.so dir=$LOG_DIR/sanitizer-canary cc rc=0 i
+	local so=$SAN_ROOT/lib/sanitizer_canary.so dir=$LOG_DIR/sanitizer-canary cc rc=0 f
 	local -a psql
 	cc=$("$PG_CONFIG" --cc)
 	$cc -fsanitize=address,undefined -fno-omit-frame-pointer -O1 -g -fPIC -shared \
@@ -122,7 +122,7 @@ sanitizer_canary() {
 	fi
 	# a shutdown requested during the crash recovery that follows can hang (PostgreSQL 15):
 	# wait until the server is back
-	for i in $(seq 120); do
+	for _ in $(seq 120); do
 		as_postgres "${psql[@]}" -c 'SELECT 1' >/dev/null 2>&1 && break
 		sleep 0.5
 	done
