@@ -328,8 +328,13 @@ run_tap() {
 		# shellcheck disable=SC2053
 		[[ -n "${TAP:-}" && $name != $TAP ]] && continue
 		log=$LOG_DIR/tap-$name.log
-		# A test may have stopped or replaced the server: give the next one a running server.
-		if ! curl -sf --max-time 2 "http://127.0.0.1:$TAP_PORT/api/v2/heartbeat" >/dev/null; then
+		# A test may have stopped or replaced the server: give the next one the harness's own
+		# server again (its pid is in CHROMA_PID, which a test may signal).
+		if ! kill -0 "$CHROMA_PID" 2>/dev/null ||
+			! curl -sf --max-time 2 "http://127.0.0.1:$TAP_PORT/api/v2/heartbeat" >/dev/null; then
+			for pf in "$TAP_PIDS_DIR"/*; do
+				[ -e "$pf" ] && CHROMA_PIDS_DIR=$TAP_PIDS_DIR bash "$CHROMA_CTL" stop "$(basename "$pf")" >/dev/null 2>&1
+			done
 			stage "restart Chroma server for TAP" chroma-start-tap tap_chroma_start || {
 				broken "tap: Chroma server did not restart"
 				return
