@@ -352,10 +352,11 @@ ok(poll_query($node, q{SELECT string_agg(id || ':' || document, ',' ORDER BY id)
 		'200:by mallory,201:committed at PRE_COMMIT,4:changed by mallory', 60),
 	'and her changes were queued and sent');
 
-# 2. The mirror owner's filter changes the worker's search_path (set_config, not local).
+# 2. The mirror owner's filter changes the worker's search_path (set_config, not local;
+#    declared STABLE, as volatile filters are refused).
 works('alice', q{
 CREATE TABLE alice.filtered (id int PRIMARY KEY, embedding real[]);
-CREATE FUNCTION alice.hijack(int) RETURNS bool LANGUAGE plpgsql AS $f$
+CREATE FUNCTION alice.hijack(int) RETURNS bool LANGUAGE plpgsql STABLE AS $f$
 BEGIN
 	PERFORM pg_catalog.set_config('search_path', 'alice, pg_catalog', false);
 	RETURN true;
