@@ -336,15 +336,8 @@ mirror_table_sql(MirrorConfig *m)
 char *
 mirror_backfill_page_sql(MirrorConfig *m, bool after, int limit)
 {
-	char	   *nsp = get_namespace_name(get_rel_namespace(m->relid));
-	char	   *rel = get_rel_name(m->relid);
-
-	if (nsp == NULL || rel == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_TABLE),
-				 errmsg("table of mirror %d no longer exists", m->mirror_id)));
-	return psprintf("SELECT %s FROM %s.%s WHERE %s%s%s ORDER BY %s LIMIT %d",
-					mirror_key_sql(m), quote_identifier(nsp), quote_identifier(rel),
+	return psprintf("SELECT %s FROM %s WHERE %s%s%s ORDER BY %s LIMIT %d",
+					mirror_key_sql(m), mirror_table_sql(m),
 					mirror_key_not_null_sql(m), after ? " AND " : "",
 					after ? mirror_key_after_sql(m, "$1") : "", mirror_key_order_sql(m), limit);
 }
@@ -395,13 +388,7 @@ char *
 mirror_select_sql(MirrorConfig *m, const char *tail)
 {
 	StringInfoData s;
-	char	   *nsp = get_namespace_name(get_rel_namespace(m->relid));
-	char	   *rel = get_rel_name(m->relid);
-
-	if (nsp == NULL || rel == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_TABLE),
-				 errmsg("table of mirror %d no longer exists", m->mirror_id)));
+	char	   *table = mirror_table_sql(m);
 
 	initStringInfo(&s);
 	if (m->filter)
@@ -434,8 +421,7 @@ mirror_select_sql(MirrorConfig *m, const char *tail)
 		}
 		appendStringInfoChar(&s, ')');
 	}
-	appendStringInfo(&s, " FROM %s.%s %s",
-					 quote_identifier(nsp), quote_identifier(rel), tail ? tail : "");
+	appendStringInfo(&s, " FROM %s %s", table, tail ? tail : "");
 	return s.data;
 }
 

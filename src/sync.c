@@ -914,10 +914,8 @@ read_backfill_batch(Pipeline *p, Flight *f, const char *after)
 					  "backfill_sent = 0, backfill_started_at = pg_catalog.now() "
 					  "WHERE mirror_id = %d", total, m->mirror_id),
 			 0, NULL, NULL, NULL, SPI_OK_UPDATE);
-		sql = mirror_backfill_page_sql(m, false, limit);
 	}
-	else
-		sql = mirror_backfill_page_sql(m, true, limit);
+	sql = mirror_backfill_page_sql(m, after != NULL, limit);
 	{
 		Oid			types[1] = {TEXTOID};
 		Datum		values[1];
