@@ -493,6 +493,28 @@ chroma_api_create_collection(const char *name, Jsonb *metadata, const char *spac
 	chroma_parse_collection(chroma_parse_body(&resp, "create a collection"), out);
 }
 
+/* The number of records in a collection (by id). */
+int64
+chroma_api_count(const char *collection_id)
+{
+	ChromaResponse resp;
+	char	   *end;
+	long long	n;
+
+	chroma_call_or_raise("GET", chroma_records_url(collection_id, "count"), NULL, 0, &resp,
+						 "count records");
+	errno = 0;
+	n = strtoll(resp.http.body.data, &end, 10);
+	while (*end == ' ' || *end == '\n' || *end == '\r')
+		end++;
+	if (resp.http.body.len == 0 || *end != '\0' || errno != 0 || n < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_JSON_TEXT),
+				 errmsg("unexpected response from Chroma to a count"),
+				 errdetail("Expected a whole number.")));
+	return (int64) n;
+}
+
 bool
 chroma_api_delete_collection(const char *name, bool missing_ok)
 {

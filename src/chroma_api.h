@@ -79,6 +79,7 @@ extern void chroma_check_collection_name(const char *name);
 extern bool chroma_api_get_collection(const char *name, ChromaCollection *out, bool missing_ok);
 extern void chroma_api_create_collection(const char *name, Jsonb *metadata, const char *space,
 									 bool get_or_create, ChromaCollection *out);
+extern int64 chroma_api_count(const char *collection_id);
 extern bool chroma_api_delete_collection(const char *name, bool missing_ok);
 /* Replaces the collection's metadata (Chroma's update replaces, it does not merge). */
 extern void chroma_api_set_collection_metadata(const char *collection_id, Jsonb *metadata);

@@ -374,6 +374,7 @@ chroma_mirror(PG_FUNCTION_ARGS)
 	char	   *embedding_column = PG_ARGISNULL(3) ? NULL : NameStr(*PG_GETARG_NAME(3));
 	char	   *document_column = PG_ARGISNULL(4) ? NULL : NameStr(*PG_GETARG_NAME(4));
 	bool		backfill = PG_ARGISNULL(6) ? true : PG_GETARG_BOOL(6);
+	bool		reconcile;
 	bool		adopt = PG_NARGS() > 7 && !PG_ARGISNULL(7) && PG_GETARG_BOOL(7);
 	char	   *filter = (PG_NARGS() > 8 && !PG_ARGISNULL(8)) ? text_to_cstring(PG_GETARG_TEXT_PP(8)) : NULL;
 	AttrNumber	id_atts[INDEX_MAX_KEYS];
@@ -500,11 +501,17 @@ chroma_mirror(PG_FUNCTION_ARGS)
 	chroma_api_create_collection(collection, NULL, NULL, true, &coll);
 	ownership_claim(&coll, ownership_tag(mirror_system_identifier(), MyDatabaseId, relid), adopt);
 
+	/*
+	 * After the backfill, ids the table lacks are deleted from the collection
+	 * (reconciliation): needed only when the collection holds records already.
+	 */
+	reconcile = backfill && chroma_api_count(coll.id) > 0;
+
 	{
-		Oid			types[12] = {OIDOID, TEXTOID, TEXTOID, INT2ARRAYOID, INT2OID, INT2OID,
-		INT2ARRAYOID, OIDOID, INT4OID, BOOLOID, TEXTOID, OIDOID};
-		Datum		values[12];
-		char		nulls[12];
+		Oid			types[13] = {OIDOID, TEXTOID, TEXTOID, INT2ARRAYOID, INT2OID, INT2OID,
+		INT2ARRAYOID, OIDOID, INT4OID, BOOLOID, TEXTOID, OIDOID, BOOLOID};
+		Datum		values[13];
+		char		nulls[13];
 		Datum		idarr[INDEX_MAX_KEYS];
 		bool		isnull;
 
@@ -527,12 +534,13 @@ chroma_mirror(PG_FUNCTION_ARGS)
 		values[9] = BoolGetDatum(backfill);
 		values[10] = CStringGetTextDatum(mirror_system_identifier());
 		values[11] = ObjectIdGetDatum(MyDatabaseId);
+		values[12] = BoolGetDatum(reconcile);
 		if (SPI_execute_with_args("INSERT INTO chroma_sync.mirror (source, collection, collection_id, "
 								  "id_columns, embedding_column, document_column, metadata_columns, "
 								  "owner, dimension, backfill_done, reconcile, system_identifier, "
 								  "database_oid) VALUES ($1::oid::regclass, $2, $3::uuid, $4, $5, $6, "
-								  "$7, $8, $9, NOT $10, $10, $11, $12) RETURNING mirror_id",
-								  12, types, values, nulls, false, 1) != SPI_OK_INSERT_RETURNING)
+								  "$7, $8, $9, NOT $10, $13, $11, $12) RETURNING mirror_id",
+								  13, types, values, nulls, false, 1) != SPI_OK_INSERT_RETURNING)
 			elog(ERROR, "could not record the mirror");
 		mirror_id = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0],
 												SPI_tuptable->tupdesc, 1, &isnull));

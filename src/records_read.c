@@ -38,23 +38,7 @@ collection_id_arg(FunctionCallInfo fcinfo)
 Datum
 chroma_count(PG_FUNCTION_ARGS)
 {
-	char	   *id = collection_id_arg(fcinfo);
-	ChromaResponse resp;
-	char	   *end;
-	long long	n;
-
-	chroma_call_or_raise("GET", chroma_records_url(id, "count"), NULL, 0, &resp,
-						 "count records");
-	errno = 0;
-	n = strtoll(resp.http.body.data, &end, 10);
-	while (*end == ' ' || *end == '\n' || *end == '\r')
-		end++;
-	if (resp.http.body.len == 0 || *end != '\0' || errno != 0 || n < 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_JSON_TEXT),
-				 errmsg("unexpected response from Chroma to a count"),
-				 errdetail("Expected a whole number.")));
-	PG_RETURN_INT64((int64) n);
+	PG_RETURN_INT64(chroma_api_count(collection_id_arg(fcinfo)));
 }
 
 /* Appends "key":<jsonb as UTF-8 JSON> */
