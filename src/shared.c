@@ -125,11 +125,28 @@ chroma_report_progress(void)
 	ConditionVariableBroadcast(&chroma_shared->progress_cv);
 }
 
+/* A change of this transaction: bumped again once it has committed (see below). */
+static bool bump_at_commit = false;
+
 void
 chroma_bump_config(void)
 {
 	if (chroma_shared)
 		pg_atomic_fetch_add_u64(&chroma_shared->config_generation, 1);
+	bump_at_commit = true;
+}
+
+/*
+ * Called at the end of every transaction. A backend that reloaded its cache between
+ * the bump and the commit read the configuration as it was before the change, under
+ * the new generation: the second bump, after the commit is visible, makes it read again.
+ */
+void
+chroma_config_xact_end(bool committed)
+{
+	if (bump_at_commit && committed && chroma_shared)
+		pg_atomic_fetch_add_u64(&chroma_shared->config_generation, 1);
+	bump_at_commit = false;
 }
 
 uint64

@@ -77,6 +77,7 @@ extern void chroma_report_progress(void);
 
 /* Mirror configuration changed: backends reload their trigger caches. */
 extern void chroma_bump_config(void);
+extern void chroma_config_xact_end(bool committed);
 extern uint64 chroma_config_generation(void);
 
 #endif							/* CHROMA_SYNC_SHARED_H */

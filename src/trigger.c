@@ -48,6 +48,7 @@ typedef struct CaptureInfo
 	Oid		   *key_types;
 	int			ncols;
 	AttrNumber *cols;			/* every mirrored column */
+	bool		paused;			/* no need to wake the worker */
 } CaptureInfo;
 
 static HTAB *capture_cache = NULL;
@@ -88,12 +89,14 @@ capture_xact_callback(XactEvent event, void *arg)
 			break;
 		case XACT_EVENT_COMMIT:
 		case XACT_EVENT_PARALLEL_COMMIT:
+			chroma_config_xact_end(true);
 			if (xact_wake)
 				chroma_wake_worker(MyDatabaseId);
 			/* FALLTHROUGH */
 		case XACT_EVENT_ABORT:
 		case XACT_EVENT_PARALLEL_ABORT:
 		case XACT_EVENT_PREPARE:
+			chroma_config_xact_end(false);
 			xact_wake = false;
 			pending = NULL;		/* TopTransactionContext is gone */
 			npending = cap_pending = 0;
@@ -130,9 +133,10 @@ chroma_xact_wrote_mirror(int mirror_id)
 }
 
 static void
-note_write(int mirror_id)
+note_write(int mirror_id, bool wake)
 {
-	xact_wake = true;
+	if (wake)
+		xact_wake = true;
 	for (int i = 0; i < xact_nmirrors; i++)
 		if (xact_mirrors[i] == mirror_id)
 			return;
@@ -241,6 +245,7 @@ capture_info(int mirror_id, Oid relid, int natts)
 							mirror_id, get_rel_name(relid))));
 		ci = hash_search(capture_cache, &mirror_id, HASH_ENTER, &found);
 		ci->relid = relid;
+		ci->paused = m->paused;
 		old = MemoryContextSwitchTo(CacheMemoryContext);
 		ci->nkeys = m->nkeys;
 		ci->key_attnums = palloc_array(AttrNumber, m->nkeys);
@@ -294,8 +299,17 @@ column_changed(HeapTuple oldtup, HeapTuple newtup, TupleDesc td, AttrNumber att)
 #define PENDING_FLUSH_AT 1000
 
 
+/*
+ * The queue inserts, planned once per backend (the plan cache replans them if the
+ * queue is re-created): parsing and planning on every commit would cost more than
+ * the insert itself.
+ */
+static SPIPlanPtr one_plan = NULL;
+static SPIPlanPtr many_plan = NULL;
+static SPIPlanPtr barrier_plan = NULL;
+
 static void
-insert_rows(const char *sql, int nargs, Oid *types, Datum *values, const char *nulls)
+insert_rows(SPIPlanPtr *plan, const char *sql, int nargs, Oid *types, Datum *values)
 {
 	ChromaSavedUser su;
 	bool		connected = false;
@@ -310,7 +324,15 @@ insert_rows(const char *sql, int nargs, Oid *types, Datum *values, const char *n
 	}
 	if (SPI_connect() == SPI_OK_CONNECT)
 		connected = true;
-	if (SPI_execute_with_args(sql, nargs, types, values, nulls, false, 0) != SPI_OK_INSERT)
+	if (*plan == NULL)
+	{
+		SPIPlanPtr	p = SPI_prepare(sql, nargs, types);
+
+		if (p == NULL || SPI_keepplan(p) != 0)
+			elog(ERROR, "could not prepare \"%s\": %s", sql, SPI_result_code_string(SPI_result));
+		*plan = p;
+	}
+	if (SPI_execute_plan(*plan, values, NULL, false, 0) != SPI_OK_INSERT)
 		elog(ERROR, "could not insert into chroma_sync.queue");
 	if (connected)
 		SPI_finish();
@@ -330,6 +352,19 @@ flush_pending(void)
 
 	if (npending == 0)
 		return;
+	if (npending == 1)
+	{
+		/* the common single-row transaction */
+		Oid			t1[2] = {INT4OID, TEXTOID};
+		Datum		v1[2];
+
+		v1[0] = Int32GetDatum(pending[0].mirror_id);
+		v1[1] = CStringGetTextDatum(pending[0].key);
+		npending = 0;
+		insert_rows(&one_plan, "INSERT INTO chroma_sync.queue (mirror_id, key) VALUES ($1, $2)",
+					2, t1, v1);
+		return;
+	}
 	old = MemoryContextSwitchTo(TopTransactionContext);
 	ids = palloc_array(Datum, npending);
 	keys = palloc_array(Datum, npending);
@@ -342,15 +377,16 @@ flush_pending(void)
 	values[1] = PointerGetDatum(construct_array(keys, npending, TEXTOID, -1, false, TYPALIGN_INT));
 	MemoryContextSwitchTo(old);
 	npending = 0;
-	insert_rows("INSERT INTO chroma_sync.queue (mirror_id, key) "
+	insert_rows(&many_plan, "INSERT INTO chroma_sync.queue (mirror_id, key) "
 				"SELECT m, k FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2)) AS u(m, k)",
-				2, types, values, NULL);
+				2, types, values);
 }
 
 static void
-enqueue(int mirror_id, const char *key)
+enqueue(CaptureInfo *ci, int mirror_id, const char *key)
 {
-	note_write(mirror_id);
+	/* a paused mirror's worker has nothing to do: waking it would only cost */
+	note_write(mirror_id, !ci->paused);
 	if (key == NULL)
 	{
 		Oid			types[1] = {INT4OID};
@@ -358,8 +394,8 @@ enqueue(int mirror_id, const char *key)
 
 		/* a TRUNCATE barrier: earlier changes first */
 		flush_pending();
-		insert_rows("INSERT INTO chroma_sync.queue (mirror_id, key) VALUES ($1, NULL)",
-					1, types, values, NULL);
+		insert_rows(&barrier_plan, "INSERT INTO chroma_sync.queue (mirror_id, key) VALUES ($1, NULL)",
+					1, types, values);
 		return;
 	}
 	if (npending == cap_pending)
@@ -449,12 +485,10 @@ chroma_sync_capture(PG_FUNCTION_ARGS)
 						   save_sec | SECURITY_LOCAL_USERID_CHANGE);
 	PG_TRY();
 	{
-		SPI_connect();
 		ci = capture_info(mirror_id, RelationGetRelid(trigdata->tg_relation),
 						  RelationGetDescr(trigdata->tg_relation)->natts);
 		if (ci != NULL)
 			capture_row(trigdata, ci, mirror_id);
-		SPI_finish();
 	}
 	PG_FINALLY();
 	{
@@ -471,7 +505,7 @@ capture_row(TriggerData *trigdata, CaptureInfo *ci, int mirror_id)
 	TupleDesc	td = RelationGetDescr(trigdata->tg_relation);
 
 	if (TRIGGER_FIRED_BY_TRUNCATE(ev))
-		enqueue(mirror_id, NULL);
+		enqueue(ci, mirror_id, NULL);
 	else if (!TRIGGER_FIRED_FOR_ROW(ev))
 		flush_pending();		/* end of statement: the queue shows this statement's keys */
 	else
@@ -483,13 +517,13 @@ capture_row(TriggerData *trigdata, CaptureInfo *ci, int mirror_id)
 		{
 			key = row_key(ci, trigdata->tg_trigtuple, td, &isnull);
 			if (!isnull)
-				enqueue(mirror_id, key);
+				enqueue(ci, mirror_id, key);
 		}
 		else if (TRIGGER_FIRED_BY_DELETE(ev))
 		{
 			key = row_key(ci, trigdata->tg_trigtuple, td, &isnull);
 			if (!isnull)
-				enqueue(mirror_id, key);
+				enqueue(ci, mirror_id, key);
 		}
 		else if (TRIGGER_FIRED_BY_UPDATE(ev))
 		{
@@ -503,9 +537,9 @@ capture_row(TriggerData *trigdata, CaptureInfo *ci, int mirror_id)
 			if (oldnull != newnull || (!oldnull && strcmp(oldkey, newkey) != 0))
 			{
 				if (!oldnull)
-					enqueue(mirror_id, oldkey);
+					enqueue(ci, mirror_id, oldkey);
 				if (!newnull)
-					enqueue(mirror_id, newkey);
+					enqueue(ci, mirror_id, newkey);
 			}
 			else if (!newnull)
 			{
@@ -513,7 +547,7 @@ capture_row(TriggerData *trigdata, CaptureInfo *ci, int mirror_id)
 				{
 					if (column_changed(oldtup, newtup, td, ci->cols[i]))
 					{
-						enqueue(mirror_id, newkey);
+						enqueue(ci, mirror_id, newkey);
 						break;
 					}
 				}
