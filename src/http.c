@@ -344,10 +344,8 @@ is_connect_failure(CURLcode code, CURL *h)
 }
 
 void
-chroma_http_finish(ChromaHttpRequest *req, ChromaHttpResult *res)
+chroma_http_wait(ChromaHttpRequest *req)
 {
-	CURL	   *h = req->easy;
-
 	PG_TRY();
 	{
 		while (!req->done)
@@ -372,6 +370,14 @@ chroma_http_finish(ChromaHttpRequest *req, ChromaHttpResult *res)
 		PG_RE_THROW();
 	}
 	PG_END_TRY();
+}
+
+void
+chroma_http_finish(ChromaHttpRequest *req, ChromaHttpResult *res)
+{
+	CURL	   *h = req->easy;
+
+	chroma_http_wait(req);
 
 	memset(res, 0, sizeof(*res));
 	res->curl_code = (int) req->code;

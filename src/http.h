@@ -35,6 +35,9 @@ extern ChromaHttpRequest *chroma_http_begin(const char *method, const char *url,
 /* Lets in-flight transfers progress without blocking. */
 extern void chroma_http_pump(void);
 
+/* Waits for the request to complete (its response is kept for chroma_http_finish). */
+extern void chroma_http_wait(ChromaHttpRequest *req);
+
 /* Waits for the request to complete, fills *res, releases the request. */
 extern void chroma_http_finish(ChromaHttpRequest *req, ChromaHttpResult *res);
 

@@ -1033,11 +1033,14 @@ run_pipeline(MirrorConfig *m, MirrorState *st, TimestampTz *wake_at, bool backfi
 			break;
 		}
 		/*
-		 * Read ahead while a request is in flight only with a backlog: otherwise reading
-		 * after it completes also picks up what was committed meanwhile (lower latency).
+		 * Read ahead while a request is in flight only with a backlog. Otherwise the next
+		 * batch is read once the response has arrived, so it also picks up what was
+		 * committed meanwhile, but before the completed batch is finished: the next
+		 * request goes out first, and finishing overlaps it (lower latency).
 		 */
+		if (!backfill && p->inflight != NULL && p->ready == NULL && !p->backlog && !exhausted)
+			sync_flight_wait(&p->inflight->f);
 		if (p->ready == NULL && !exhausted && batches < PIPELINE_MAX_BATCHES &&
-			(p->inflight == NULL || backfill || p->backlog) &&
 			!TimestampDifferenceExceeds(started, GetCurrentTimestamp(), PIPELINE_MAX_MS))
 		{
 			Flight	   *f = flight_new();

@@ -67,6 +67,8 @@ typedef struct SyncFlight
 extern bool sync_flight_prepare(MirrorConfig *m, Batch *b, SyncFlight *f);
 /* Starts the request (after the rate limit); it proceeds while the caller reads more. */
 extern void sync_flight_begin(MirrorConfig *m, SyncFlight *f);
+/* Waits until the request's response has arrived, without looking at it. */
+extern void sync_flight_wait(SyncFlight *f);
 /* Waits for the request; a refused one is bisected (synchronously) like sync_send_batch. */
 extern void sync_flight_finish(MirrorConfig *m, Batch *b, SyncFlight *f, SendResult *res);
 

@@ -214,6 +214,13 @@ sync_flight_begin(MirrorConfig *m, SyncFlight *f)
 }
 
 void
+sync_flight_wait(SyncFlight *f)
+{
+	if (f->req != NULL)
+		chroma_http_wait(f->req);
+}
+
+void
 sync_flight_finish(MirrorConfig *m, Batch *b, SyncFlight *f, SendResult *res)
 {
 	ChromaResponse resp;
