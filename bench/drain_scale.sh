@@ -15,7 +15,14 @@
 # first and the last tenth (which of the two slows down as the collection grows), and the
 # total time. Goals: private RSS <= 100 MB, last/first >= 0.9.
 #
-# Environment: KEEP=1 leaves the servers and the work dir for inspection.
+# Chroma's own slow-down, measured in the same run: bench/floor (no PostgreSQL) upserts
+# FLOOR_N new records (384-d, batch 500) into an empty collection before the drain and into
+# the drained collection (holding ROWS records) after it; "chr N/0" is the
+# ratio of the two rates, and "ours/chr" = (last/first) / (chr N/0) is what
+# the extension adds to the slow-down (1.0: none).
+#
+# Environment: KEEP=1 leaves the servers and the work dir for inspection; RUNS="quiet"
+# or RUNS="xmin_held" runs only one of the two drains.
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -64,6 +71,10 @@ T0=$SECONDS
 step() { printf '[%4ds] %s\n' $((SECONDS - T0)) "$*" >&2; }
 
 npm_install old >"$LOG_DIR/npm-old.log" 2>&1 || die "npm ci in test/chroma/old failed"
+make -s -C "$ROOT/bench" floor >"$LOG_DIR/make-floor.log" 2>&1 || die "building bench/floor failed"
+FLOOR=$ROOT/bench/floor
+FLOOR_N=$((ROWS / 10))
+[ "$FLOOR_N" -gt 10000 ] && FLOOR_N=10000
 CHROMA_PORT=$(free_port) || die "no free port"
 step "Chroma server (old) on port $CHROMA_PORT"
 start_chroma old "$WORK_DIR/chroma-data" "$CHROMA_PORT" "$LOG_DIR/chroma.log" >/dev/null ||
@@ -86,7 +97,11 @@ HZ=$(getconf CLK_TCK)
 drain() {
 	local run=$1 hold=$2 tbl=scale_$1 tenth=$((ROWS / 10)) pid synced now
 	local t_start t_first="" t_last_from="" t_end peak_anon=0 peak_rss=0 anon rss
-	local w0 c0 w1 c1 w2 c2 w3 c3
+	local w0 c0 w1 c1 w2 c2 w3 c3 f_early f_late
+	step "$run: Chroma alone, $FLOOR_N records into an empty collection"
+	f_early=$("$FLOOR" post "http://127.0.0.1:$CHROMA_PORT" "floor_$run" "$FLOOR_N" 384 500 7 |
+		awk '{ print $6 }') || die "floor failed"
+	q "SELECT chroma_delete_collection('floor_$run')" >/dev/null
 	step "$run: table and paused mirror"
 	q "CREATE TABLE $tbl (id bigint PRIMARY KEY, embedding real[], body text)" || die "create failed"
 	q "SELECT chroma_mirror('$tbl', '$tbl', document_column => 'body')" >/dev/null || die "mirror failed"
@@ -143,26 +158,37 @@ drain() {
 	fi
 	[ "$(q "SELECT count(*) FROM chroma_sync.queue")" = 0 ] || die "the queue is not empty after the drain"
 	[ "$(q "SELECT chroma_count('$tbl')")" = "$ROWS" ] || die "the collection does not hold $ROWS records"
+	step "$run: Chroma alone, $FLOOR_N new records into the drained collection"
+	f_late=$("$FLOOR" post "http://127.0.0.1:$CHROMA_PORT" "$tbl" "$FLOOR_N" 384 500 7 $((ROWS + 1)) |
+		awk '{ print $6 }') || die "floor failed"
 	awk -v run="$run" -v n="$ROWS" -v t0="$t_start" -v t1="$t_first" -v t2="$t_last_from" \
 		-v s1="$s_first" -v s2="$s_last_from" -v t3="$t_end" -v a="$peak_anon" -v r="$peak_rss" \
 		-v hz="$HZ" -v w0="$w0" -v w1="$w1" -v w2="$w2" -v w3="$w3" \
-		-v c0="$c0" -v c1="$c1" -v c2="$c2" -v c3="$c3" 'BEGIN {
+		-v c0="$c0" -v c1="$c1" -v c2="$c2" -v c3="$c3" -v fe="$f_early" -v fl="$f_late" 'BEGIN {
 		first = s1 / (t1 - t0); last = (n - s2) / (t3 - t2);
 		k1 = s1 / 1000; k2 = (n - s2) / 1000;
-		printf "%-11s %9d %8.0f %8.0f %8.2f %8.1f %8.1f %9.1f %9.1f %9.1f %9.1f %8.0f\n", run, n,
+		printf "%-11s %9d %8.0f %8.0f %8.2f %8.1f %8.1f %9.1f %9.1f %9.1f %9.1f %8.0f %8.0f %8.0f %8.2f %8.2f\n", run, n,
 			first, last, last / first, a / 1024, r / 1024,
 			(w1 - w0) * 1000 / hz / k1, (w3 - w2) * 1000 / hz / k2,
-			(c1 - c0) * 1000 / hz / k1, (c3 - c2) * 1000 / hz / k2, t3 - t0 }' >>"$WORK_DIR/table"
+			(c1 - c0) * 1000 / hz / k1, (c3 - c2) * 1000 / hz / k2, t3 - t0,
+			fe, fl, fl / fe, (last / first) / (fl / fe) }' >>"$WORK_DIR/table"
 	q "SELECT chroma_unmirror('$tbl', drop_collection => true)" >/dev/null
 	q "DROP TABLE $tbl"
 }
 
-drain quiet 0
-drain xmin_held 1
+# RUNS="quiet xmin_held" (the default) or one of them
+for run in ${RUNS:-quiet xmin_held}; do
+	case $run in
+	quiet) drain quiet 0 ;;
+	xmin_held) drain xmin_held 1 ;;
+	*) die "unknown run in RUNS: $run (quiet, xmin_held)" ;;
+	esac
+done
 
 echo
 echo "chroma_sync drain of a $ROWS-row backlog (384-d, batch 500), $(nproc) vCPU, load at start $(cut -d' ' -f1-3 /proc/loadavg)"
-printf '%-11s %9s %8s %8s %8s %8s %8s %9s %9s %9s %9s %8s\n' run rows "first/s" "last/s" last/1st \
-	"anon MB" "RSS MB" "wrk 1st" "wrk last" "chr 1st" "chr last" seconds
-echo "(wrk/chr 1st/last: CPU ms per 1,000 records of the worker / the Chroma server, first and last tenth)"
+printf '%-11s %9s %8s %8s %8s %8s %8s %9s %9s %9s %9s %8s %8s %8s %8s %8s\n' run rows "first/s" "last/s" last/1st \
+	"anon MB" "RSS MB" "wrk 1st" "wrk last" "chr 1st" "chr last" seconds "chr0 /s" "chrN /s" "chr N/0" "ours/chr"
+echo "(wrk/chr 1st/last: CPU ms per 1,000 records of the worker / the Chroma server, first and last tenth;"
+echo " chr0/chrN: Chroma alone, $FLOOR_N records into an empty collection / into the drained one)"
 cat "$WORK_DIR/table"

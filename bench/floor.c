@@ -5,9 +5,10 @@
  *       prints N records (ids 1..N, DIM float32 values each) in COPY text format:
  *       "id<TAB>{v,v,...}"; the values are exact in float32, so the table loaded from
  *       this output holds bit-for-bit the records "post" sends.
- *   floor post URL COLLECTION N DIM BATCH SEED
- *       creates COLLECTION (get_or_create), builds every upsert body first (ids as
- *       decimal strings, embeddings base64 float32 little-endian), then POSTs them
+ *   floor post URL COLLECTION N DIM BATCH SEED [FIRST_ID]
+ *       creates COLLECTION (get_or_create), builds every upsert body first (ids
+ *       FIRST_ID.. (default 1) as decimal strings, embeddings base64 float32
+ *       little-endian), then POSTs them
  *       back-to-back on one kept-alive libcurl connection; prints
  *       "records N seconds S records_per_s R".
  *
@@ -171,7 +172,7 @@ cmd_gen(long n, int dim)
 }
 
 static int
-cmd_post(const char *base, const char *name, long n, int dim, int batch)
+cmd_post(const char *base, const char *name, long n, int dim, int batch, long first_id)
 {
 	const char *c = "/api/v2/tenants/default_tenant/databases/default_database/collections";
 	char		url[2048];
@@ -217,8 +218,9 @@ cmd_post(const char *base, const char *name, long n, int dim, int batch)
 	bodies = calloc(nb, sizeof(buf_t));
 	for (b = 0; b < nb; b++)
 	{
-		long		from = b * batch + 1,
-					to = from + batch - 1 < n ? from + batch - 1 : n;
+		long		from = first_id + b * batch,
+					last = first_id + n - 1,
+					to = from + batch - 1 < last ? from + batch - 1 : last;
 
 		buf_str(&bodies[b], "{\"ids\":[");
 		for (i = from; i <= to; i++)
@@ -263,11 +265,12 @@ main(int argc, char **argv)
 		rng_state = strtoull(argv[4], NULL, 10) * 2654435761u + 88172645463325252ull;
 		return cmd_gen(atol(argv[2]), atoi(argv[3]));
 	}
-	if (argc == 8 && strcmp(argv[1], "post") == 0)
+	if ((argc == 8 || argc == 9) && strcmp(argv[1], "post") == 0)
 	{
 		rng_state = strtoull(argv[7], NULL, 10) * 2654435761u + 88172645463325252ull;
-		return cmd_post(argv[2], argv[3], atol(argv[4]), atoi(argv[5]), atoi(argv[6]));
+		return cmd_post(argv[2], argv[3], atol(argv[4]), atoi(argv[5]), atoi(argv[6]),
+						argc == 9 ? atol(argv[8]) : 1);
 	}
-	fprintf(stderr, "usage: floor gen N DIM SEED | floor post URL COLLECTION N DIM BATCH SEED\n");
+	fprintf(stderr, "usage: floor gen N DIM SEED | floor post URL COLLECTION N DIM BATCH SEED [FIRST_ID]\n");
 	return 2;
 }
