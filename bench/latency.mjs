@@ -7,8 +7,12 @@
 //   node latency.mjs CHROMA_PORT TABLE COLLECTION RATE SECONDS DIM [direct]
 //
 // With "direct", the server's own floor measured the same way: each record is upserted
-// straight into Chroma over HTTP (no PostgreSQL); its "commit" is the moment it is sent,
-// so Chroma's upsert time counts, as it does for a mirrored row.
+// straight into Chroma over HTTP (no PostgreSQL), one request at a time on one connection,
+// like the worker. Two figures: from the moment the record is sent (Chroma's own
+// send -> visible time), and from the moment it was due by the rate (a single writer's
+// arrival -> visible time, which also counts waiting for the upsert before it, as a
+// mirrored row waits for the request in flight). The second line is
+// "arrival_p50_ms X arrival_p99_ms Y".
 //
 // PostgreSQL connection from the usual PG* environment variables.
 import pg from "pg";
@@ -41,7 +45,9 @@ const emb = "{" + Array.from({ length: dim }, (_, i) => ((i % 97) / 97).toFixed(
 const embArray = Array.from({ length: dim }, (_, i) => Number(((i % 97) / 97).toFixed(4)));
 
 const committed = new Map(); // id -> commit time (ms)
+const due = new Map(); // direct: id -> the time the rate made it due (ms)
 const latencies = [];
+const arrivals = [];
 let writing = true;
 
 async function poller() {
@@ -55,6 +61,7 @@ async function poller() {
         if (c !== undefined) {
           latencies.push(t - c);
           committed.delete(id);
+          if (due.has(id)) arrivals.push(t - due.get(id));
         }
       }
     }
@@ -73,6 +80,7 @@ for (let i = 0; i < total; i++) {
   if (direct) {
     // the record is "committed" when it is handed to Chroma: the upsert counts as latency
     const id = `direct-${i}`;
+    due.set(id, t0 + i * interval);
     lastCommit = now();
     committed.set(id, lastCommit);
     await chroma(`/${collId}/upsert`, { ids: [id], embeddings: [embArray] });
@@ -87,6 +95,10 @@ await poll;
 if (db) await db.end();
 
 latencies.sort((a, b) => a - b);
-const pct = (p) => latencies.length ? latencies[Math.min(latencies.length - 1, Math.ceil(p * latencies.length) - 1)] : NaN;
+arrivals.sort((a, b) => a - b);
+const pctOf = (l, p) => l.length ? l[Math.min(l.length - 1, Math.ceil(p * l.length) - 1)] : NaN;
+const pct = (p) => pctOf(latencies, p);
 console.log(`rows ${total} p50_ms ${pct(0.5).toFixed(1)} p99_ms ${pct(0.99).toFixed(1)} ` +
   `max_ms ${pct(1).toFixed(1)} missing ${committed.size}`);
+if (direct)
+  console.log(`arrival_p50_ms ${pctOf(arrivals, 0.5).toFixed(1)} arrival_p99_ms ${pctOf(arrivals, 0.99).toFixed(1)}`);

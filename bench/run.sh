@@ -282,6 +282,8 @@ out=$(node "$BENCH/latency.mjs" "$CHROMA_PORT" lat lat "$LAT_RATE" "$LAT_SECONDS
 	die "latency.mjs direct failed (see $LOG_DIR/latency.log)"
 R[latd_p50]=$(echo "$out" | field p50_ms)
 R[latd_p99]=$(echo "$out" | field p99_ms)
+R[lata_p50]=$(echo "$out" | field arrival_p50_ms)
+R[lata_p99]=$(echo "$out" | field arrival_p99_ms)
 
 # ------------------------------------------------------------------ the table
 
@@ -353,6 +355,8 @@ runs() { [ -n "${R[runs_$1]:-}" ] && echo "${R[runs_$1]}"; }
 	row "  max (ms); rows never seen in Chroma" "${R[lat_max]}" "" "" "" "${R[lat_missing]} never seen"
 	row "  floor: upserted straight into Chroma, p50 (ms)" "${R[latd_p50]}" "" "" "" ""
 	row "  floor: upserted straight into Chroma, p99 (ms)" "${R[latd_p99]}" "" "" "" ""
+	row "  one writer upserting straight, due->visible p50" "${R[lata_p50]}" "" "" "" ""
+	row "  one writer upserting straight, due->visible p99" "${R[lata_p99]}" "" "" "" ""
 	echo
 	echo "total time: $((SECONDS - T0)) s; load average (1/5/15 min) at start: $LOAD_START," \
 		"at end: $(cut -d' ' -f1-3 /proc/loadavg) (this run alone keeps it near 1-2; higher means other work shared the CPUs)"
