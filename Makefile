@@ -19,6 +19,8 @@ OBJS = \
 	src/mirror.o \
 	src/sync.o \
 	src/sync_send.o \
+	src/sync_rows.o \
+	src/sync_txn.o \
 	src/worker.o \
 	src/verify.o \
 	src/ddl.o \

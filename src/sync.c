@@ -44,51 +44,6 @@ int			chroma_retry_max_delay_ms = 60000;
 int			chroma_max_records_per_second = 0;
 
 
-/* The context to return to after a transaction (commit leaves TopMemoryContext). */
-static MemoryContext txn_caller_ctx = NULL;
-
-static void
-begin_txn(void)
-{
-	txn_caller_ctx = CurrentMemoryContext;
-	SetCurrentStatementStartTimestamp();
-	StartTransactionCommand();
-	SPI_connect();
-	PushActiveSnapshot(GetTransactionSnapshot());
-}
-
-static void
-end_txn(void)
-{
-	SPI_finish();
-	PopActiveSnapshot();
-	CommitTransactionCommand();
-	MemoryContextSwitchTo(txn_caller_ctx);
-}
-
-static void
-exec(const char *sql, int nargs, Oid *types, Datum *values, const char *nulls, int expect)
-{
-	int			rc = SPI_execute_with_args(sql, nargs, types, values, nulls, false, 0);
-
-	if (rc != expect)
-		elog(ERROR, "chroma_sync worker statement failed (%s): %s",
-			 SPI_result_code_string(rc), sql);
-}
-
-static Datum
-text_array(List *strings)
-{
-	int			n = list_length(strings);
-	Datum	   *d = palloc_array(Datum, Max(n, 1));
-	int			i = 0;
-	ListCell   *lc;
-
-	foreach(lc, strings)
-		d[i++] = CStringGetTextDatum((char *) lfirst(lc));
-	return PointerGetDatum(construct_array(d, n, TEXTOID, -1, false, TYPALIGN_INT));
-}
-
 /* ---- errors and backoff ---- */
 
 static void
@@ -97,12 +52,12 @@ record_error(MirrorConfig *m, const char *msg, bool pause)
 	Oid			types[3] = {INT4OID, TEXTOID, BOOLOID};
 	Datum		values[3] = {Int32GetDatum(m->mirror_id), CStringGetTextDatum(msg), BoolGetDatum(pause)};
 
-	begin_txn();
-	exec("UPDATE chroma_sync.mirror SET in_error = true, last_error = $2, "
+	sync_begin_txn();
+	sync_exec("UPDATE chroma_sync.mirror SET in_error = true, last_error = $2, "
 		 "last_error_at = pg_catalog.now(), paused = paused OR $3, "
 		 "paused_reason = CASE WHEN $3 THEN $2 ELSE paused_reason END WHERE mirror_id = $1",
 		 3, types, values, NULL, SPI_OK_UPDATE);
-	end_txn();
+	sync_end_txn();
 }
 
 static void
@@ -140,211 +95,6 @@ stall_for_tests(void)
 	}
 }
 
-/* ---- reading rows ---- */
-
-/* Renders the row's metadata plus every known key it lacks as null. */
-static char *
-render_metadata(MirrorConfig *m, Jsonb *jb, Batch *b, size_t *len)
-{
-	cs_buf		out;
-	List	   *row_keys = NIL;
-	int			nmissing = 0;
-
-	pgbuf_init(&out, 128);
-	if (jb != NULL)
-	{
-		JsonbIterator *it;
-		JsonbValue	v;
-		JsonbIteratorToken tok;
-
-		chroma_metadata_render(jb, chroma_server(false)->supports_metadata_arrays, &out, "row");
-		if (JB_ROOT_IS_OBJECT(jb))
-		{
-			it = JsonbIteratorInit(&jb->root);
-			while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
-				if (tok == WJB_KEY)
-					row_keys = lappend(row_keys, pnstrdup(v.val.string.val, v.val.string.len));
-		}
-	}
-	else
-		cs_buf_puts(&out, "{}");
-
-	/* keys this row lacks but an earlier row had: null removes them in Chroma */
-	for (int i = 0; i < m->nknown; i++)
-	{
-		bool		present = false;
-		ListCell   *lc;
-
-		foreach(lc, row_keys)
-			if (strcmp((char *) lfirst(lc), m->known_keys[i]) == 0)
-				present = true;
-		if (present)
-			continue;
-		out.len--;				/* drop the closing brace */
-		if (out.len > 1)
-			cs_buf_putc(&out, ',');
-		chroma_json_server_string(&out, m->known_keys[i], strlen(m->known_keys[i]));
-		cs_buf_puts(&out, ":null}");
-		nmissing++;
-	}
-	/* keys never sent before are remembered before anything is sent */
-	{
-		ListCell   *lc;
-
-		foreach(lc, row_keys)
-		{
-			char	   *k = (char *) lfirst(lc);
-			bool		known = false;
-			ListCell   *lc2;
-
-			for (int i = 0; i < m->nknown && !known; i++)
-				known = strcmp(m->known_keys[i], k) == 0;
-			foreach(lc2, b->new_keys)
-				if (strcmp((char *) lfirst(lc2), k) == 0)
-					known = true;
-			if (!known)
-				b->new_keys = lappend(b->new_keys, k);
-		}
-	}
-	if (out.len == 2 && nmissing == 0)
-		return NULL;			/* no metadata at all */
-	*len = out.len;
-	return pgbuf_cstring(&out);
-}
-
-/* Fills r from one row of mirror_select_sql's result; problems go to r->error. */
-static void
-fill_record(MirrorConfig *m, Batch *b, SyncRecord *r, HeapTuple tup, TupleDesc td,
-			MemoryContext batch_ctx)
-{
-	bool		isnull;
-	Datum		d;
-	ArrayType  *emb;
-	int			dim;
-	MemoryContext old = MemoryContextSwitchTo(batch_ctx);
-	char	   *id_utf8 = pg_server_to_any(r->key, strlen(r->key), PG_UTF8);
-
-	r->rec.id = id_utf8;
-	r->rec.id_len = strlen(id_utf8);
-	d = SPI_getbinval(tup, td, 2, &isnull);
-	if (isnull)
-	{
-		r->upsert = false;		/* no embedding: not in the collection */
-		MemoryContextSwitchTo(old);
-		return;
-	}
-	r->upsert = true;
-	emb = DatumGetArrayTypePCopy(d);
-	dim = ARR_NDIM(emb) == 1 ? ARR_DIMS(emb)[0] : 0;
-	if (ARR_NDIM(emb) > 1)
-		r->error = psprintf("embedding is a %d-dimensional array", ARR_NDIM(emb));
-	else if (ARR_HASNULL(emb))
-		r->error = pstrdup("embedding contains a null");
-	else if (dim == 0)
-		r->error = pstrdup("embedding is empty");
-	else if (cs_first_nonfinite(float4_array_data(emb), dim) >= 0)
-		r->error = psprintf("embedding has a non-finite value (NaN or infinity) at position %d",
-							(int) cs_first_nonfinite(float4_array_data(emb), dim) + 1);
-	else if (b->dim != 0 && dim != b->dim)
-		r->error = psprintf("embedding has %d dimensions; the collection has %d", dim, b->dim);
-	if (r->error)
-	{
-		MemoryContextSwitchTo(old);
-		return;
-	}
-	b->dim = dim;
-	r->rec.embedding = float4_array_data(emb);
-
-	d = SPI_getbinval(tup, td, 3, &isnull);
-	if (isnull)
-		r->clear_document = (m->document_attnum > 0);
-	else
-	{
-		char	   *doc = TextDatumGetCString(d);
-		char	   *u = pg_server_to_any(doc, strlen(doc), PG_UTF8);
-
-		r->rec.document = u;
-		r->rec.document_len = strlen(u);
-	}
-
-	d = SPI_getbinval(tup, td, 4, &isnull);
-	{
-		MemoryContext here = CurrentMemoryContext;
-		List	   *keys_before = list_copy(b->new_keys);
-
-		/* rendering only allocates memory: safe to catch without a subtransaction */
-		PG_TRY();
-		{
-			size_t		len = 0;
-
-			r->rec.metadata = render_metadata(m, isnull ? NULL : DatumGetJsonbPCopy(d), b, &len);
-			r->rec.metadata_len = len;
-		}
-		PG_CATCH();
-		{
-			ErrorData  *edata;
-
-			MemoryContextSwitchTo(here);
-			edata = CopyErrorData();
-			FlushErrorState();
-			r->error = edata->message;
-			r->rec.metadata = NULL;
-			b->new_keys = keys_before;
-		}
-		PG_END_TRY();
-	}
-	MemoryContextSwitchTo(old);
-}
-
-/* Persists newly seen metadata keys and a newly fixed dimension (before sending). */
-static void
-remember_keys_and_dimension(MirrorConfig *m, Batch *b, MemoryContext keep)
-{
-	if (b->new_keys != NIL || (m->dimension == 0 && b->dim > 0))
-	{
-		/* durable before anything is sent (the worker commits asynchronously otherwise) */
-		(void) set_config_option("synchronous_commit", "on", PGC_USERSET, PGC_S_SESSION,
-								 GUC_ACTION_LOCAL, true, 0, false);
-	}
-	if (b->new_keys != NIL)
-	{
-		Oid			types[2] = {INT4OID, TEXTARRAYOID};
-		Datum		values[2] = {Int32GetDatum(m->mirror_id), text_array(b->new_keys)};
-		MemoryContext old = MemoryContextSwitchTo(keep);
-		ListCell   *lc;
-		int			n = m->nknown;
-
-		exec("UPDATE chroma_sync.mirror SET metadata_keys = metadata_keys || $2 WHERE mirror_id = $1",
-			 2, types, values, NULL, SPI_OK_UPDATE);
-		/* explicitly in keep: SPI leaves its own context current, which SPI_finish frees */
-		m->known_keys = repalloc(m->known_keys, sizeof(char *) * (n + list_length(b->new_keys) + 1));
-		foreach(lc, b->new_keys)
-			m->known_keys[n++] = MemoryContextStrdup(keep, (char *) lfirst(lc));
-		m->nknown = n;
-		MemoryContextSwitchTo(old);
-	}
-	if (m->dimension == 0 && b->dim > 0)
-	{
-		Oid			types[2] = {INT4OID, INT4OID};
-		Datum		values[2] = {Int32GetDatum(m->mirror_id), Int32GetDatum(b->dim)};
-
-		exec("UPDATE chroma_sync.mirror SET dimension = $2 WHERE mirror_id = $1 AND dimension IS NULL",
-			 2, types, values, NULL, SPI_OK_UPDATE);
-		m->dimension = b->dim;
-	}
-}
-
-/* Runs the mirror's SELECT as the mirror's owner. */
-static void
-select_as_owner(MirrorConfig *m, const char *sql, int nargs, Oid *types, Datum *values)
-{
-	MirrorSavedUser su;
-
-	mirror_become_owner(m, &su);
-	exec(sql, nargs, types, values, NULL, SPI_OK_SELECT);
-	mirror_restore_user(&su);
-}
-
 /* ---- finishing a batch ---- */
 
 static void
@@ -353,7 +103,7 @@ finish_batch(MirrorConfig *m, MirrorState *st, Batch *b, SendResult *res, bool b
 	List	   *ok_keys = NIL;
 	Oid			t2[2] = {INT4OID, TEXTARRAYOID};
 
-	begin_txn();
+	sync_begin_txn();
 	if (b->nqids > 0)
 	{
 		Datum	   *q = palloc_array(Datum, b->nqids);
@@ -363,7 +113,7 @@ finish_batch(MirrorConfig *m, MirrorState *st, Batch *b, SendResult *res, bool b
 		for (int i = 0; i < b->nqids; i++)
 			q[i] = Int64GetDatum(b->qids[i]);
 		values[0] = PointerGetDatum(construct_array(q, b->nqids, INT8OID, 8, true, TYPALIGN_DOUBLE));
-		exec("DELETE FROM chroma_sync.queue WHERE qid = ANY ($1)", 1, types, values, NULL,
+		sync_exec("DELETE FROM chroma_sync.queue WHERE qid = ANY ($1)", 1, types, values, NULL,
 			 SPI_OK_DELETE);
 	}
 	for (int i = 0; i < b->n; i++)
@@ -376,7 +126,7 @@ finish_batch(MirrorConfig *m, MirrorState *st, Batch *b, SendResult *res, bool b
 			Datum		values[3] = {Int32GetDatum(m->mirror_id), CStringGetTextDatum(r->key),
 			CStringGetTextDatum(r->error)};
 
-			exec("INSERT INTO chroma_sync.failed (mirror_id, source, id, error) "
+			sync_exec("INSERT INTO chroma_sync.failed (mirror_id, source, id, error) "
 				 "SELECT $1, source, $2, $3 FROM chroma_sync.mirror WHERE mirror_id = $1 "
 				 "ON CONFLICT (mirror_id, id) DO UPDATE SET error = excluded.error, "
 				 "attempts = failed.attempts + 1, failed_at = pg_catalog.now()",
@@ -387,17 +137,17 @@ finish_batch(MirrorConfig *m, MirrorState *st, Batch *b, SendResult *res, bool b
 	}
 	if (ok_keys != NIL)
 	{
-		Datum		values[2] = {Int32GetDatum(m->mirror_id), text_array(ok_keys)};
+		Datum		values[2] = {Int32GetDatum(m->mirror_id), sync_text_array(ok_keys)};
 
-		exec("DELETE FROM chroma_sync.failed WHERE mirror_id = $1 AND id = ANY ($2)",
+		sync_exec("DELETE FROM chroma_sync.failed WHERE mirror_id = $1 AND id = ANY ($2)",
 			 2, t2, values, NULL, SPI_OK_DELETE);
 	}
 	/* keys whose earlier request may still be applied late: send their state again */
 	if (st->unknown_keys != NIL)
 	{
-		Datum		values[2] = {Int32GetDatum(m->mirror_id), text_array(st->unknown_keys)};
+		Datum		values[2] = {Int32GetDatum(m->mirror_id), sync_text_array(st->unknown_keys)};
 
-		exec("INSERT INTO chroma_sync.queue (mirror_id, key) SELECT $1, k FROM pg_catalog.unnest($2) k",
+		sync_exec("INSERT INTO chroma_sync.queue (mirror_id, key) SELECT $1, k FROM pg_catalog.unnest($2) k",
 			 2, t2, values, NULL, SPI_OK_INSERT);
 		list_free_deep(st->unknown_keys);
 		st->unknown_keys = NIL;
@@ -414,14 +164,14 @@ finish_batch(MirrorConfig *m, MirrorState *st, Batch *b, SendResult *res, bool b
 		if (b->last_key == NULL)
 			nulls[3] = 'n';
 		values[4] = Int64GetDatum(b->rows_read);
-		exec("UPDATE chroma_sync.mirror SET synced = synced + $2, last_sync_at = pg_catalog.now(), "
+		sync_exec("UPDATE chroma_sync.mirror SET synced = synced + $2, last_sync_at = pg_catalog.now(), "
 			 "in_error = false, "
 			 "backfill_after = CASE WHEN $3 THEN COALESCE($4, backfill_after) ELSE backfill_after END, "
 			 "backfill_sent = CASE WHEN $3 THEN backfill_sent + $5 ELSE backfill_sent END "
 			 "WHERE mirror_id = $1",
 			 5, types, values, nulls, SPI_OK_UPDATE);
 	}
-	end_txn();
+	sync_end_txn();
 	st->failures = 0;
 	st->next_attempt = 0;
 	chroma_report_progress();
@@ -436,10 +186,10 @@ send_failed(MirrorConfig *m, MirrorState *st, Batch *b, SendResult *res, Timesta
 		record_error(m, res->message, true);
 		if (res->collection_gone)
 		{
-			begin_txn();
-			exec(psprintf("UPDATE chroma_sync.mirror SET collection_id = NULL WHERE mirror_id = %d",
+			sync_begin_txn();
+			sync_exec(psprintf("UPDATE chroma_sync.mirror SET collection_id = NULL WHERE mirror_id = %d",
 						  m->mirror_id), 0, NULL, NULL, NULL, SPI_OK_UPDATE);
-			end_txn();
+			sync_end_txn();
 		}
 		/* no catalog access here: we are outside a transaction */
 		ereport(LOG,
@@ -461,122 +211,6 @@ send_failed(MirrorConfig *m, MirrorState *st, Batch *b, SendResult *res, Timesta
 }
 
 /* ---- the steps ---- */
-
-static int
-compare_keys(const void *a, const void *b)
-{
-	return strcmp(*(char *const *) a, *(char *const *) b);
-}
-
-static int
-compare_records(const void *a, const void *b)
-{
-	return strcmp(((const SyncRecord *) a)->key, ((const SyncRecord *) b)->key);
-}
-
-/*
- * One SELECT of the current rows of keys[0..n) (sorted with compare_keys), filling the
- * matching b->recs. Runs in a subtransaction: false, with the error's text, when the
- * SELECT failed (a value that cannot be converted, say), and nothing was filled.
- */
-static bool
-try_read_rows(MirrorConfig *m, Batch *b, SyncRecord *recs, char **keys, int nkeys,
-			  MemoryContext batch_ctx, char **error)
-{
-	MemoryContext oldctx = CurrentMemoryContext;
-	ResourceOwner oldowner = CurrentResourceOwner;
-	volatile bool ok = true;
-
-	BeginInternalSubTransaction(NULL);
-	MemoryContextSwitchTo(oldctx);
-	PG_TRY();
-	{
-		Datum	   *kd = palloc_array(Datum, nkeys);
-		Oid			types[1] = {TEXTARRAYOID};
-		Datum		values[1];
-		char	   *sql;
-
-		for (int i = 0; i < nkeys; i++)
-			kd[i] = CStringGetTextDatum(keys[i]);
-		values[0] = PointerGetDatum(construct_array(kd, nkeys, TEXTOID, -1, false, TYPALIGN_INT));
-		sql = mirror_select_sql(m, psprintf("WHERE %s", mirror_key_in_sql(m, "$1")));
-		select_as_owner(m, sql, 1, types, values);
-		for (uint64 r = 0; r < SPI_processed; r++)
-		{
-			HeapTuple	tup = SPI_tuptable->vals[r];
-			char	   *key = SPI_getvalue(tup, SPI_tuptable->tupdesc, 1);
-			char	  **hit = bsearch(&key, keys, nkeys, sizeof(char *), compare_keys);
-
-			if (hit == NULL)
-				continue;		/* the text form did not round-trip: treated as deleted */
-			recs[hit - keys].upsert = true;
-			fill_record(m, b, &recs[hit - keys], tup, SPI_tuptable->tupdesc, batch_ctx);
-		}
-		ReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(oldctx);
-		CurrentResourceOwner = oldowner;
-	}
-	PG_CATCH();
-	{
-		ErrorData  *edata;
-
-		MemoryContextSwitchTo(batch_ctx);
-		edata = CopyErrorData();
-		FlushErrorState();
-		RollbackAndReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(oldctx);
-		CurrentResourceOwner = oldowner;
-		*error = edata->message;
-		ok = false;
-	}
-	PG_END_TRY();
-	return ok;
-}
-
-/*
- * Reads the current state of b->recs[0..b->n) (keys sorted with compare_keys). A failing
- * SELECT is retried key by key, so only the rows that cannot be read fail, with the
- * database's error as their reason; the others go on.
- */
-static void
-read_rows(MirrorConfig *m, Batch *b, MemoryContext batch_ctx)
-{
-	char	  **keys = palloc_array(char *, Max(b->n, 1));
-	char	   *error = NULL;
-
-	for (int i = 0; i < b->n; i++)
-		keys[i] = b->recs[i].key;
-	if (!try_read_rows(m, b, b->recs, keys, b->n, batch_ctx, &error))
-	{
-		for (int i = 0; i < b->n; i++)
-		{
-			SyncRecord *r = &b->recs[i];
-
-			memset(&r->rec, 0, sizeof(r->rec));
-			r->upsert = false;
-			r->error = NULL;
-			if (!try_read_rows(m, b, r, &keys[i], 1, batch_ctx, &error))
-			{
-				r->upsert = true;
-				r->error = MemoryContextStrdup(batch_ctx,
-											   psprintf("could not read the row: %s", error));
-			}
-		}
-	}
-	for (int i = 0; i < b->n; i++)
-	{
-		SyncRecord *r = &b->recs[i];
-
-		if (r->rec.id == NULL)
-		{
-			char	   *u = MemoryContextStrdup(batch_ctx,
-												pg_server_to_any(r->key, strlen(r->key), PG_UTF8));
-
-			r->rec.id = u;
-			r->rec.id_len = strlen(u);
-		}
-	}
-}
 
 static bool reconcile(MirrorConfig *m, MirrorState *st, TimestampTz *wake_at);
 
@@ -767,20 +401,20 @@ read_drain_batch(Pipeline *p, Flight *f)
 	Datum		excluded;
 
 	b->dim = m->dimension;
-	begin_txn();
+	sync_begin_txn();
 	excluded = inflight_qids(p, after);
 	{
 		Oid			types[4] = {INT4OID, INT4OID, INT8OID, INT8ARRAYOID};
 		Datum		values[4] = {Int32GetDatum(m->mirror_id), Int32GetDatum(limit),
 		Int64GetDatum(after), excluded};
 
-		exec("SELECT qid, key FROM chroma_sync.queue WHERE mirror_id = $1 AND qid > $3 "
+		sync_exec("SELECT qid, key FROM chroma_sync.queue WHERE mirror_id = $1 AND qid > $3 "
 			 "AND qid <> ALL ($4) ORDER BY qid LIMIT $2",
 			 4, types, values, NULL, SPI_OK_SELECT);
 	}
 	if (SPI_processed == 0)
 	{
-		end_txn();
+		sync_end_txn();
 		return DRAIN_EMPTY;
 	}
 	{
@@ -802,7 +436,7 @@ read_drain_batch(Pipeline *p, Flight *f)
 					b->qids[0] = qid;
 					b->nqids = 1;
 					MemoryContextSwitchTo(old);
-					end_txn();
+					sync_end_txn();
 					return DRAIN_BARRIER;
 				}
 				break;			/* entries after a TRUNCATE wait for it */
@@ -836,7 +470,7 @@ read_drain_batch(Pipeline *p, Flight *f)
 		 * One index probe per key (queue_mirror_key): a plan that walks the rest of a
 		 * long queue by queue id and filters the keys would cost O(backlog) per batch.
 		 */
-		exec("SELECT q.qid, q.key FROM pg_catalog.unnest($2::pg_catalog.text[]) AS k(key), "
+		sync_exec("SELECT q.qid, q.key FROM pg_catalog.unnest($2::pg_catalog.text[]) AS k(key), "
 			 "LATERAL (SELECT e.qid, e.key FROM chroma_sync.queue e WHERE e.mirror_id = $1 "
 			 "AND e.key OPERATOR(pg_catalog.=) k.key AND e.qid > $3 OFFSET 0) q "
 			 "WHERE q.qid <> ALL ($5) AND q.qid < COALESCE((SELECT pg_catalog.min(b.qid) "
@@ -862,7 +496,7 @@ read_drain_batch(Pipeline *p, Flight *f)
 	chroma_http_pump();
 
 	/* distinct keys, each read once in its current state */
-	qsort(keys, nkeys, sizeof(char *), compare_keys);
+	qsort(keys, nkeys, sizeof(char *), sync_compare_keys);
 	{
 		int			k = 0;
 
@@ -876,9 +510,9 @@ read_drain_batch(Pipeline *p, Flight *f)
 		b->recs[i].key = keys[i];
 	b->n = nkeys;
 
-	read_rows(m, b, f->ctx);
-	remember_keys_and_dimension(m, b, GetMemoryChunkContext(m));
-	end_txn();
+	sync_read_rows(m, b, f->ctx);
+	sync_remember_keys_and_dimension(m, b, GetMemoryChunkContext(m));
+	sync_end_txn();
 	chroma_http_pump();
 	return DRAIN_BATCH;
 }
@@ -898,7 +532,7 @@ read_backfill_batch(Pipeline *p, Flight *f, const char *after)
 	uint64		n;
 
 	b->dim = m->dimension;
-	begin_txn();
+	sync_begin_txn();
 	table = mirror_table_sql(m);
 	if (after == NULL)
 	{
@@ -906,11 +540,11 @@ read_backfill_batch(Pipeline *p, Flight *f, const char *after)
 		bool		isnull;
 		int64		total;
 
-		select_as_owner(m, psprintf("SELECT pg_catalog.count(*) FROM %s WHERE %s", table,
+		sync_select_as_owner(m, psprintf("SELECT pg_catalog.count(*) FROM %s WHERE %s", table,
 									mirror_present_sql(m)),
 						0, NULL, NULL);
 		total = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
-		exec(psprintf("UPDATE chroma_sync.mirror SET backfill_total = " INT64_FORMAT ", "
+		sync_exec(psprintf("UPDATE chroma_sync.mirror SET backfill_total = " INT64_FORMAT ", "
 					  "backfill_sent = 0, backfill_started_at = pg_catalog.now() "
 					  "WHERE mirror_id = %d", total, m->mirror_id),
 			 0, NULL, NULL, NULL, SPI_OK_UPDATE);
@@ -921,7 +555,7 @@ read_backfill_batch(Pipeline *p, Flight *f, const char *after)
 		Datum		values[1];
 
 		values[0] = after ? CStringGetTextDatum(after) : (Datum) 0;
-		select_as_owner(m, sql, after ? 1 : 0, types, values);
+		sync_select_as_owner(m, sql, after ? 1 : 0, types, values);
 	}
 	/* the page's keys in key order: the last one is the next watermark */
 	n = SPI_processed;
@@ -932,9 +566,9 @@ read_backfill_batch(Pipeline *p, Flight *f, const char *after)
 	b->n = (int) n;
 	if (n > 0)
 		b->last_key = b->recs[n - 1].key;
-	qsort(b->recs, b->n, sizeof(SyncRecord), compare_records);
+	qsort(b->recs, b->n, sizeof(SyncRecord), sync_compare_records);
 	chroma_http_pump();
-	read_rows(m, b, f->ctx);
+	sync_read_rows(m, b, f->ctx);
 	{
 		/* rows without an embedding (or gone since) are not sent during a backfill */
 		int			k = 0;
@@ -945,8 +579,8 @@ read_backfill_batch(Pipeline *p, Flight *f, const char *after)
 		b->n = k;
 	}
 	b->rows_read = b->n;		/* rows with an embedding: what backfill_total counts */
-	remember_keys_and_dimension(m, b, GetMemoryChunkContext(m));
-	end_txn();
+	sync_remember_keys_and_dimension(m, b, GetMemoryChunkContext(m));
+	sync_end_txn();
 	chroma_http_pump();
 	return n;
 }
@@ -1108,10 +742,10 @@ run_pipeline(MirrorConfig *m, MirrorState *st, TimestampTz *wake_at, bool backfi
 	{
 		if (m->reconcile)
 			return reconcile(m, st, wake_at);
-		begin_txn();
-		exec(psprintf("UPDATE chroma_sync.mirror SET backfill_done = true WHERE mirror_id = %d",
+		sync_begin_txn();
+		sync_exec(psprintf("UPDATE chroma_sync.mirror SET backfill_done = true WHERE mirror_id = %d",
 					  m->mirror_id), 0, NULL, NULL, NULL, SPI_OK_UPDATE);
-		end_txn();
+		sync_end_txn();
 		chroma_report_progress();
 	}
 	return backfill || !exhausted || batches >= PIPELINE_MAX_BATCHES;
@@ -1153,7 +787,7 @@ reconcile(MirrorConfig *m, MirrorState *st, TimestampTz *wake_at)
 			break;
 
 		/* which of these ids are rows with an embedding? */
-		begin_txn();
+		sync_begin_txn();
 		{
 			char	   *sql = psprintf("SELECT u.chroma_sync_id FROM pg_catalog.unnest($1::pg_catalog.text[]) "
 									   "AS u(chroma_sync_id) WHERE NOT EXISTS (SELECT 1 FROM %s "
@@ -1163,12 +797,12 @@ reconcile(MirrorConfig *m, MirrorState *st, TimestampTz *wake_at)
 			Datum	   *kd = palloc_array(Datum, rows.n);
 			Oid			types[1] = {TEXTARRAYOID};
 			Datum		values[1];
-			MemoryContext outer = txn_caller_ctx;
+			MemoryContext outer = sync_txn_caller_ctx;
 
 			for (int i = 0; i < rows.n; i++)
 				kd[i] = CStringGetTextDatum(rows.ids[i]);
 			values[0] = PointerGetDatum(construct_array(kd, rows.n, TEXTOID, -1, false, TYPALIGN_INT));
-			select_as_owner(m, sql, 1, types, values);
+			sync_select_as_owner(m, sql, 1, types, values);
 			for (uint64 r = 0; r < SPI_processed; r++)
 			{
 				char	   *id = SPI_getvalue(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, 1);
@@ -1178,7 +812,7 @@ reconcile(MirrorConfig *m, MirrorState *st, TimestampTz *wake_at)
 				MemoryContextSwitchTo(old);
 			}
 		}
-		end_txn();
+		sync_end_txn();
 
 		if (extra != NIL)
 		{
@@ -1215,15 +849,15 @@ reconcile(MirrorConfig *m, MirrorState *st, TimestampTz *wake_at)
 			break;
 	}
 
-	begin_txn();
+	sync_begin_txn();
 	{
 		Oid			types[2] = {INT4OID, INT8OID};
 		Datum		values[2] = {Int32GetDatum(m->mirror_id), Int64GetDatum((int64) deleted)};
 
-		exec("UPDATE chroma_sync.mirror SET reconcile = false, backfill_done = true, "
+		sync_exec("UPDATE chroma_sync.mirror SET reconcile = false, backfill_done = true, "
 			 "synced = synced + $2 WHERE mirror_id = $1", 2, types, values, NULL, SPI_OK_UPDATE);
 	}
-	end_txn();
+	sync_end_txn();
 	chroma_report_progress();
 	return true;
 }
@@ -1257,17 +891,17 @@ ensure_collection(MirrorConfig *m, MirrorState *st, TimestampTz *wake_at)
 	}
 	chroma_api_create_collection(m->collection, NULL, NULL, true, &coll);
 	ownership_claim(&coll, ownership_tag(m->system_identifier, m->database_oid, m->relid), false);
-	begin_txn();
+	sync_begin_txn();
 	{
 		Oid			types[2] = {INT4OID, TEXTOID};
 		Datum		values[2] = {Int32GetDatum(m->mirror_id), CStringGetTextDatum(coll.id)};
 
 		/* a new collection: send everything again */
-		exec("UPDATE chroma_sync.mirror SET collection_id = $2::uuid, backfill_done = false, "
+		sync_exec("UPDATE chroma_sync.mirror SET collection_id = $2::uuid, backfill_done = false, "
 			 "backfill_after = NULL, backfill_sent = 0, reconcile = true, dimension = NULL "
 			 "WHERE mirror_id = $1", 2, types, values, NULL, SPI_OK_UPDATE);
 	}
-	end_txn();
+	sync_end_txn();
 	return false;				/* reload the configuration */
 }
 

@@ -80,4 +80,28 @@ extern void sync_send_batch(MirrorConfig *m, Batch *b, SendResult *res);
 /* Deletes every record of the collection, page by page (TRUNCATE barrier). */
 extern bool sync_clear_collection(MirrorConfig *m, SendResult *res);
 
+/* ---- the worker's transactions (sync_txn.c) ---- */
+
+/* The memory context the last sync_begin_txn was called in (restored by sync_end_txn). */
+extern MemoryContext sync_txn_caller_ctx;
+extern void sync_begin_txn(void);
+extern void sync_end_txn(void);
+/* Runs a statement through SPI; any other result than expect is an ERROR. */
+extern void sync_exec(const char *sql, int nargs, Oid *types, Datum *values,
+					  const char *nulls, int expect);
+extern Datum sync_text_array(List *strings);
+
+/* ---- reading rows (sync_rows.c) ---- */
+
+/* Runs the mirror's SELECT as the mirror's owner. */
+extern void sync_select_as_owner(MirrorConfig *m, const char *sql, int nargs, Oid *types,
+								 Datum *values);
+/* qsort/bsearch comparators: key strings, and SyncRecords by key */
+extern int	sync_compare_keys(const void *a, const void *b);
+extern int	sync_compare_records(const void *a, const void *b);
+/* Reads the current rows of b->recs[0..b->n) (sorted by key) into the records. */
+extern void sync_read_rows(MirrorConfig *m, Batch *b, MemoryContext batch_ctx);
+/* Persists newly seen metadata keys and a newly fixed dimension (before sending). */
+extern void sync_remember_keys_and_dimension(MirrorConfig *m, Batch *b, MemoryContext keep);
+
 #endif							/* CHROMA_SYNC_SYNC_BATCH_H */

@@ -1,0 +1,344 @@
+/*
+ * sync_rows.c — reading the current rows of a batch's keys with the mirror owner's
+ * rights, and turning each into a record (embedding, document, metadata with every key
+ * the mirror has sent before); rows that cannot be read or converted fail alone.
+ */
+#include "postgres.h"
+
+#include <math.h>
+
+#include "access/xact.h"
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "mb/pg_wchar.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/guc.h"
+#include "utils/jsonb.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/resowner.h"
+
+#include "chroma_sync.h"
+#include "metadata.h"
+#include "pgbuf.h"
+#include "sync_batch.h"
+
+/* Renders the row's metadata plus every known key it lacks as null. */
+static char *
+render_metadata(MirrorConfig *m, Jsonb *jb, Batch *b, size_t *len)
+{
+	cs_buf		out;
+	List	   *row_keys = NIL;
+	int			nmissing = 0;
+
+	pgbuf_init(&out, 128);
+	if (jb != NULL)
+	{
+		JsonbIterator *it;
+		JsonbValue	v;
+		JsonbIteratorToken tok;
+
+		chroma_metadata_render(jb, chroma_server(false)->supports_metadata_arrays, &out, "row");
+		if (JB_ROOT_IS_OBJECT(jb))
+		{
+			it = JsonbIteratorInit(&jb->root);
+			while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
+				if (tok == WJB_KEY)
+					row_keys = lappend(row_keys, pnstrdup(v.val.string.val, v.val.string.len));
+		}
+	}
+	else
+		cs_buf_puts(&out, "{}");
+
+	/* keys this row lacks but an earlier row had: null removes them in Chroma */
+	for (int i = 0; i < m->nknown; i++)
+	{
+		bool		present = false;
+		ListCell   *lc;
+
+		foreach(lc, row_keys)
+			if (strcmp((char *) lfirst(lc), m->known_keys[i]) == 0)
+				present = true;
+		if (present)
+			continue;
+		out.len--;				/* drop the closing brace */
+		if (out.len > 1)
+			cs_buf_putc(&out, ',');
+		chroma_json_server_string(&out, m->known_keys[i], strlen(m->known_keys[i]));
+		cs_buf_puts(&out, ":null}");
+		nmissing++;
+	}
+	/* keys never sent before are remembered before anything is sent */
+	{
+		ListCell   *lc;
+
+		foreach(lc, row_keys)
+		{
+			char	   *k = (char *) lfirst(lc);
+			bool		known = false;
+			ListCell   *lc2;
+
+			for (int i = 0; i < m->nknown && !known; i++)
+				known = strcmp(m->known_keys[i], k) == 0;
+			foreach(lc2, b->new_keys)
+				if (strcmp((char *) lfirst(lc2), k) == 0)
+					known = true;
+			if (!known)
+				b->new_keys = lappend(b->new_keys, k);
+		}
+	}
+	if (out.len == 2 && nmissing == 0)
+		return NULL;			/* no metadata at all */
+	*len = out.len;
+	return pgbuf_cstring(&out);
+}
+
+/* Fills r from one row of mirror_select_sql's result; problems go to r->error. */
+static void
+fill_record(MirrorConfig *m, Batch *b, SyncRecord *r, HeapTuple tup, TupleDesc td,
+			MemoryContext batch_ctx)
+{
+	bool		isnull;
+	Datum		d;
+	ArrayType  *emb;
+	int			dim;
+	MemoryContext old = MemoryContextSwitchTo(batch_ctx);
+	char	   *id_utf8 = pg_server_to_any(r->key, strlen(r->key), PG_UTF8);
+
+	r->rec.id = id_utf8;
+	r->rec.id_len = strlen(id_utf8);
+	d = SPI_getbinval(tup, td, 2, &isnull);
+	if (isnull)
+	{
+		r->upsert = false;		/* no embedding: not in the collection */
+		MemoryContextSwitchTo(old);
+		return;
+	}
+	r->upsert = true;
+	emb = DatumGetArrayTypePCopy(d);
+	dim = ARR_NDIM(emb) == 1 ? ARR_DIMS(emb)[0] : 0;
+	if (ARR_NDIM(emb) > 1)
+		r->error = psprintf("embedding is a %d-dimensional array", ARR_NDIM(emb));
+	else if (ARR_HASNULL(emb))
+		r->error = pstrdup("embedding contains a null");
+	else if (dim == 0)
+		r->error = pstrdup("embedding is empty");
+	else if (cs_first_nonfinite(float4_array_data(emb), dim) >= 0)
+		r->error = psprintf("embedding has a non-finite value (NaN or infinity) at position %d",
+							(int) cs_first_nonfinite(float4_array_data(emb), dim) + 1);
+	else if (b->dim != 0 && dim != b->dim)
+		r->error = psprintf("embedding has %d dimensions; the collection has %d", dim, b->dim);
+	if (r->error)
+	{
+		MemoryContextSwitchTo(old);
+		return;
+	}
+	b->dim = dim;
+	r->rec.embedding = float4_array_data(emb);
+
+	d = SPI_getbinval(tup, td, 3, &isnull);
+	if (isnull)
+		r->clear_document = (m->document_attnum > 0);
+	else
+	{
+		char	   *doc = TextDatumGetCString(d);
+		char	   *u = pg_server_to_any(doc, strlen(doc), PG_UTF8);
+
+		r->rec.document = u;
+		r->rec.document_len = strlen(u);
+	}
+
+	d = SPI_getbinval(tup, td, 4, &isnull);
+	{
+		MemoryContext here = CurrentMemoryContext;
+		List	   *keys_before = list_copy(b->new_keys);
+
+		/* rendering only allocates memory: safe to catch without a subtransaction */
+		PG_TRY();
+		{
+			size_t		len = 0;
+
+			r->rec.metadata = render_metadata(m, isnull ? NULL : DatumGetJsonbPCopy(d), b, &len);
+			r->rec.metadata_len = len;
+		}
+		PG_CATCH();
+		{
+			ErrorData  *edata;
+
+			MemoryContextSwitchTo(here);
+			edata = CopyErrorData();
+			FlushErrorState();
+			r->error = edata->message;
+			r->rec.metadata = NULL;
+			b->new_keys = keys_before;
+		}
+		PG_END_TRY();
+	}
+	MemoryContextSwitchTo(old);
+}
+
+/* Persists newly seen metadata keys and a newly fixed dimension (before sending). */
+void
+sync_remember_keys_and_dimension(MirrorConfig *m, Batch *b, MemoryContext keep)
+{
+	if (b->new_keys != NIL || (m->dimension == 0 && b->dim > 0))
+	{
+		/* durable before anything is sent (the worker commits asynchronously otherwise) */
+		(void) set_config_option("synchronous_commit", "on", PGC_USERSET, PGC_S_SESSION,
+								 GUC_ACTION_LOCAL, true, 0, false);
+	}
+	if (b->new_keys != NIL)
+	{
+		Oid			types[2] = {INT4OID, TEXTARRAYOID};
+		Datum		values[2] = {Int32GetDatum(m->mirror_id), sync_text_array(b->new_keys)};
+		MemoryContext old = MemoryContextSwitchTo(keep);
+		ListCell   *lc;
+		int			n = m->nknown;
+
+		sync_exec("UPDATE chroma_sync.mirror SET metadata_keys = metadata_keys || $2 WHERE mirror_id = $1",
+			 2, types, values, NULL, SPI_OK_UPDATE);
+		/* explicitly in keep: SPI leaves its own context current, which SPI_finish frees */
+		m->known_keys = repalloc(m->known_keys, sizeof(char *) * (n + list_length(b->new_keys) + 1));
+		foreach(lc, b->new_keys)
+			m->known_keys[n++] = MemoryContextStrdup(keep, (char *) lfirst(lc));
+		m->nknown = n;
+		MemoryContextSwitchTo(old);
+	}
+	if (m->dimension == 0 && b->dim > 0)
+	{
+		Oid			types[2] = {INT4OID, INT4OID};
+		Datum		values[2] = {Int32GetDatum(m->mirror_id), Int32GetDatum(b->dim)};
+
+		sync_exec("UPDATE chroma_sync.mirror SET dimension = $2 WHERE mirror_id = $1 AND dimension IS NULL",
+			 2, types, values, NULL, SPI_OK_UPDATE);
+		m->dimension = b->dim;
+	}
+}
+
+/* Runs the mirror's SELECT as the mirror's owner. */
+void
+sync_select_as_owner(MirrorConfig *m, const char *sql, int nargs, Oid *types, Datum *values)
+{
+	MirrorSavedUser su;
+
+	mirror_become_owner(m, &su);
+	sync_exec(sql, nargs, types, values, NULL, SPI_OK_SELECT);
+	mirror_restore_user(&su);
+}
+
+int
+sync_compare_keys(const void *a, const void *b)
+{
+	return strcmp(*(char *const *) a, *(char *const *) b);
+}
+
+int
+sync_compare_records(const void *a, const void *b)
+{
+	return strcmp(((const SyncRecord *) a)->key, ((const SyncRecord *) b)->key);
+}
+
+/*
+ * One SELECT of the current rows of keys[0..n) (sorted with sync_compare_keys), filling the
+ * matching b->recs. Runs in a subtransaction: false, with the error's text, when the
+ * SELECT failed (a value that cannot be converted, say), and nothing was filled.
+ */
+static bool
+try_read_rows(MirrorConfig *m, Batch *b, SyncRecord *recs, char **keys, int nkeys,
+			  MemoryContext batch_ctx, char **error)
+{
+	MemoryContext oldctx = CurrentMemoryContext;
+	ResourceOwner oldowner = CurrentResourceOwner;
+	volatile bool ok = true;
+
+	BeginInternalSubTransaction(NULL);
+	MemoryContextSwitchTo(oldctx);
+	PG_TRY();
+	{
+		Datum	   *kd = palloc_array(Datum, nkeys);
+		Oid			types[1] = {TEXTARRAYOID};
+		Datum		values[1];
+		char	   *sql;
+
+		for (int i = 0; i < nkeys; i++)
+			kd[i] = CStringGetTextDatum(keys[i]);
+		values[0] = PointerGetDatum(construct_array(kd, nkeys, TEXTOID, -1, false, TYPALIGN_INT));
+		sql = mirror_select_sql(m, psprintf("WHERE %s", mirror_key_in_sql(m, "$1")));
+		sync_select_as_owner(m, sql, 1, types, values);
+		for (uint64 r = 0; r < SPI_processed; r++)
+		{
+			HeapTuple	tup = SPI_tuptable->vals[r];
+			char	   *key = SPI_getvalue(tup, SPI_tuptable->tupdesc, 1);
+			char	  **hit = bsearch(&key, keys, nkeys, sizeof(char *), sync_compare_keys);
+
+			if (hit == NULL)
+				continue;		/* the text form did not round-trip: treated as deleted */
+			recs[hit - keys].upsert = true;
+			fill_record(m, b, &recs[hit - keys], tup, SPI_tuptable->tupdesc, batch_ctx);
+		}
+		ReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(oldctx);
+		CurrentResourceOwner = oldowner;
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(batch_ctx);
+		edata = CopyErrorData();
+		FlushErrorState();
+		RollbackAndReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(oldctx);
+		CurrentResourceOwner = oldowner;
+		*error = edata->message;
+		ok = false;
+	}
+	PG_END_TRY();
+	return ok;
+}
+
+/*
+ * Reads the current state of b->recs[0..b->n) (keys sorted with sync_compare_keys). A failing
+ * SELECT is retried key by key, so only the rows that cannot be read fail, with the
+ * database's error as their reason; the others go on.
+ */
+void
+sync_read_rows(MirrorConfig *m, Batch *b, MemoryContext batch_ctx)
+{
+	char	  **keys = palloc_array(char *, Max(b->n, 1));
+	char	   *error = NULL;
+
+	for (int i = 0; i < b->n; i++)
+		keys[i] = b->recs[i].key;
+	if (!try_read_rows(m, b, b->recs, keys, b->n, batch_ctx, &error))
+	{
+		for (int i = 0; i < b->n; i++)
+		{
+			SyncRecord *r = &b->recs[i];
+
+			memset(&r->rec, 0, sizeof(r->rec));
+			r->upsert = false;
+			r->error = NULL;
+			if (!try_read_rows(m, b, r, &keys[i], 1, batch_ctx, &error))
+			{
+				r->upsert = true;
+				r->error = MemoryContextStrdup(batch_ctx,
+											   psprintf("could not read the row: %s", error));
+			}
+		}
+	}
+	for (int i = 0; i < b->n; i++)
+	{
+		SyncRecord *r = &b->recs[i];
+
+		if (r->rec.id == NULL)
+		{
+			char	   *u = MemoryContextStrdup(batch_ctx,
+												pg_server_to_any(r->key, strlen(r->key), PG_UTF8));
+
+			r->rec.id = u;
+			r->rec.id_len = strlen(u);
+		}
+	}
+}

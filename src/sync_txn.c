@@ -1,0 +1,60 @@
+/*
+ * sync_txn.c — the worker's short transactions: each runs with SPI connected and a
+ * snapshot pushed, and returns to the caller's memory context when it commits.
+ */
+#include "postgres.h"
+
+#include "access/xact.h"
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/memutils.h"
+#include "utils/snapmgr.h"
+
+#include "sync_batch.h"
+
+/* The context to return to after a transaction (commit leaves TopMemoryContext). */
+MemoryContext sync_txn_caller_ctx = NULL;
+
+void
+sync_begin_txn(void)
+{
+	sync_txn_caller_ctx = CurrentMemoryContext;
+	SetCurrentStatementStartTimestamp();
+	StartTransactionCommand();
+	SPI_connect();
+	PushActiveSnapshot(GetTransactionSnapshot());
+}
+
+void
+sync_end_txn(void)
+{
+	SPI_finish();
+	PopActiveSnapshot();
+	CommitTransactionCommand();
+	MemoryContextSwitchTo(sync_txn_caller_ctx);
+}
+
+void
+sync_exec(const char *sql, int nargs, Oid *types, Datum *values, const char *nulls, int expect)
+{
+	int			rc = SPI_execute_with_args(sql, nargs, types, values, nulls, false, 0);
+
+	if (rc != expect)
+		elog(ERROR, "chroma_sync worker statement failed (%s): %s",
+			 SPI_result_code_string(rc), sql);
+}
+
+Datum
+sync_text_array(List *strings)
+{
+	int			n = list_length(strings);
+	Datum	   *d = palloc_array(Datum, Max(n, 1));
+	int			i = 0;
+	ListCell   *lc;
+
+	foreach(lc, strings)
+		d[i++] = CStringGetTextDatum((char *) lfirst(lc));
+	return PointerGetDatum(construct_array(d, n, TEXTOID, -1, false, TYPALIGN_INT));
+}
