@@ -49,6 +49,8 @@ char	   *chroma_worker_databases = NULL;
 
 #define MAX_BACKOFF_MS 60000
 #define IDLE_WAIT_MS 10000
+/* A worker with no mirror left goes dormant (exits) after this long. */
+#define DORMANT_AFTER_MS 10000
 
 void
 chroma_register_launcher(void)
@@ -470,6 +472,8 @@ chroma_worker_main(Datum arg)
 	Oid			dboid = DatumGetObjectId(arg);
 	MemoryContext loop_ctx;
 	MemoryContext step_ctx;
+	TimestampTz idle_since = 0;		/* since when no mirror was found */
+
 	pqsignal(SIGTERM, die);
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	BackgroundWorkerUnblockSignals();
@@ -544,9 +548,30 @@ chroma_worker_main(Datum arg)
 		mirrors = load_mirrors(&have_extension);
 		if (!have_extension || mirrors == NIL)
 		{
+			/*
+			 * No mirror left: stay a while before going dormant, so a table unmirrored
+			 * and mirrored again (to change its options) does not pay a worker start.
+			 */
+			if (have_extension)
+			{
+				TimestampTz now = GetCurrentTimestamp();
+
+				if (idle_since == 0)
+					idle_since = now;
+				if (!TimestampDifferenceExceeds(idle_since, now, DORMANT_AFTER_MS))
+				{
+					(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+									 Max(1, DORMANT_AFTER_MS -
+										 TimestampDifferenceMilliseconds(idle_since, now)),
+									 PG_WAIT_EXTENSION);
+					ResetLatch(MyLatch);
+					continue;
+				}
+			}
 			go_dormant();
 			continue;			/* woken meanwhile: look again */
 		}
+		idle_since = 0;
 
 		LWLockAcquire(chroma_shared->lock, LW_EXCLUSIVE);
 		my_slot->failures = 0;
