@@ -7,6 +7,7 @@
 #
 #   bash bench/run.sh            full run (about 9-10 minutes on 2 vCPUs)
 #   bash bench/run.sh --smoke    tiny sizes (under a minute): only proves the scripts work
+#   bash bench/run.sh --only bulk,latency    some of the parts (bulk, write, latency)
 #
 # Benchmarks:
 #  1. bulk sync, 5,000 x 384-d (batch 500) and 2,000 x 1536-d (batch 300), each into a
@@ -29,12 +30,22 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 CHROMA_ROOT=$ROOT
 BENCH=$ROOT/bench
 SMOKE=0
-case ${1:-} in
---smoke) SMOKE=1 ;;
-"") ;;
--h | --help) sed -n '2,/^set -uo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
-*) echo "unknown argument: $1 (--smoke or nothing)" >&2; exit 2 ;;
-esac
+PARTS=bulk,write,latency
+while [ $# -gt 0 ]; do
+	case $1 in
+	--smoke) SMOKE=1 ;;
+	--only) PARTS=${2:-}; shift ;;
+	--only=*) PARTS=${1#--only=} ;;
+	-h | --help) sed -n '2,/^set -uo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+	*) echo "unknown argument: $1 (--smoke, --only bulk,write,latency)" >&2; exit 2 ;;
+	esac
+	shift
+done
+# has PART: is this part of the benchmarks selected?
+has() { case ",$PARTS," in *",$1,"*) return 0 ;; *) return 1 ;; esac; }
+for p in ${PARTS//,/ }; do
+	case $p in bulk | write | latency) ;; *) echo "unknown part: $p (bulk, write, latency)" >&2; exit 2 ;; esac
+done
 if [ "$(id -u)" -ne 0 ]; then
 	echo "bench/run.sh must run as root (it runs PostgreSQL as the postgres user)" >&2
 	exit 2
@@ -137,6 +148,7 @@ set_batch() {
 }
 
 # ------------------------------------------------------------------ 1. bulk sync
+if has bulk; then
 
 # best KEY VALUE: keeps the larger figure in R[KEY] and every run in R[runs_KEY].
 best() {
@@ -189,7 +201,10 @@ for shape in "${SHAPES[@]}"; do
 done
 set_batch 500
 
+fi
+
 # ------------------------------------------------------------------ 2. write path
+if has write; then
 
 step "write path: tables"
 emb=$(awk 'BEGIN { printf "{"; for (i = 0; i < 384; i++) printf "%s%.4f", (i ? "," : ""), (i % 97) / 97; printf "}" }')
@@ -266,7 +281,10 @@ done
 q "SELECT chroma_unmirror('c_mirror')" >/dev/null
 rm -f "$WORK_DIR/copy.tsv"
 
+fi
+
 # ------------------------------------------------------------------ 3. latency
+if has latency; then
 
 step "latency: $LAT_RATE transactions/s for $LAT_SECONDS s"
 q "CREATE TABLE lat (id bigserial PRIMARY KEY, embedding real[])" &&
@@ -284,6 +302,8 @@ R[latd_p50]=$(echo "$out" | field p50_ms)
 R[latd_p99]=$(echo "$out" | field p99_ms)
 R[lata_p50]=$(echo "$out" | field arrival_p50_ms)
 R[lata_p99]=$(echo "$out" | field arrival_p99_ms)
+
+fi
 
 # ------------------------------------------------------------------ the table
 
@@ -314,7 +334,7 @@ runs() { [ -n "${R[runs_$1]:-}" ] && echo "${R[runs_$1]}"; }
 	echo
 	row "measurement" "best" "ratio" "goal" "verdict" "runs"
 	row "-----------" "----" "-----" "----" "-------" "----"
-	for shape in "${SHAPES[@]}"; do
+	has bulk && for shape in "${SHAPES[@]}"; do
 		read -r n dim batch <<<"$shape"
 		fl=${R[floor_$dim]}
 		row "bulk ${n}x$dim, batch $batch: server floor (rec/s)" "$fl" "1.00" "" "" "$(runs "floor_$dim")"
@@ -325,7 +345,7 @@ runs() { [ -n "${R[runs_$1]:-}" ] && echo "${R[runs_$1]}"; }
 		r=$(ratio "${R[js_$dim]}" "$fl")
 		row "  node-postgres + chromadb JS (rec/s), js/floor" "${R[js_$dim]}" "$r" "" "" "$(runs "js_$dim")"
 	done
-	for kind in insert update; do
+	has write && for kind in insert update; do
 		u=${R[${kind}_w_plain]} m=${R[${kind}_w_mirror]} p=${R[${kind}_w_plpgsql]}
 		K=$(echo "$kind" | tr a-z A-Z)
 		row "pgbench 1-row $K 384-d: unmirrored (TPS)" "$u" "1.00" "" "" "$(runs "${kind}_w_plain")"
@@ -346,9 +366,12 @@ runs() { [ -n "${R[runs_$1]:-}" ] && echo "${R[runs_$1]}"; }
 			row "  mirrored, worker running (TPS), /unmirrored" "${R[insert_running]}" "$r" "" "" ""
 		fi
 	done
+	if has write; then
 	r=$(ratio "${R[copy_c_mirror]}" "${R[copy_c_plain]}")
 	row "COPY $COPY_ROWS x 384-d: unmirrored (ms)" "${R[copy_c_plain]}" "1.00" "" "" "${R[copy_runs_c_plain]}"
 	row "  mirrored, paused (ms), mirrored/unmirrored" "${R[copy_c_mirror]}" "$r" "<= 1.15" "$(verdict "$r" '<=' 1.15)" "${R[copy_runs_c_mirror]}"
+	fi
+	if has latency; then
 	row "latency commit->visible, $LAT_RATE tx/s x $LAT_SECONDS s" "" "" "" "" ""
 	row "  p50 (ms)" "${R[lat_p50]}" "" "<= 50" "$(verdict "${R[lat_p50]}" '<=' 50)" ""
 	row "  p99 (ms)" "${R[lat_p99]}" "" "<= 250" "$(verdict "${R[lat_p99]}" '<=' 250)" ""
@@ -357,6 +380,7 @@ runs() { [ -n "${R[runs_$1]:-}" ] && echo "${R[runs_$1]}"; }
 	row "  floor: upserted straight into Chroma, p99 (ms)" "${R[latd_p99]}" "" "" "" ""
 	row "  one writer upserting straight, due->visible p50" "${R[lata_p50]}" "" "" "" ""
 	row "  one writer upserting straight, due->visible p99" "${R[lata_p99]}" "" "" "" ""
+	fi
 	echo
 	echo "total time: $((SECONDS - T0)) s; load average (1/5/15 min) at start: $LOAD_START," \
 		"at end: $(cut -d' ' -f1-3 /proc/loadavg) (this run alone keeps it near 1-2; higher means other work shared the CPUs)"
