@@ -324,16 +324,27 @@ sub crash_restart
 {
 	my $off = log_offset($node);
 	my $victim = '';
-	wait_for('a writer connected', 30, sub {
+	# A writer's backend lives for one batch of transactions (one psql run), so the one
+	# picked may have exited before the signal: pick again until the postmaster reports
+	# a backend killed by signal 9.
+	my $killed = wait_for('a backend killed by signal 9', 60, sub {
+		# (an earlier try's signal may have been reported late: never crash twice)
+		return 1 if slurp_file($node->logfile, $off) =~ /was terminated by signal 9/;
 		$victim = $node->safe_psql('postgres', q{
 SELECT pid FROM pg_stat_activity
 WHERE application_name LIKE 'chaos_writer%' AND backend_type = 'client backend'
 ORDER BY random() LIMIT 1});
-		$victim ne '';
+		# a writer between two batches: the worker is a backend too
+		$victim = worker_pid($node) if $victim eq '';
+		return 0 if $victim eq '' || !kill('KILL', $victim);
+		for (1 .. 20)
+		{
+			return 1 if slurp_file($node->logfile, $off) =~ /was terminated by signal 9/;
+			sleep 0.25;
+		}
+		return 0;
 	});
-	# a writer between two batches: the worker is a backend too
-	$victim = worker_pid($node) if $victim eq '';
-	ok(kill('KILL', $victim), "kill -9 of backend $victim");
+	ok($killed, "kill -9 of backend $victim");
 	ok( wait_for('crash recovery', 180, sub {
 			my $log = slurp_file($node->logfile, $off);
 			$log =~ /all server processes terminated; reinitializing/
