@@ -90,6 +90,13 @@ extern void sync_end_txn(void);
 extern void sync_exec(const char *sql, int nargs, Oid *types, Datum *values,
 					  const char *nulls, int expect);
 extern Datum sync_text_array(List *strings);
+/*
+ * Runs fn(arg) in an internal subtransaction. False, with the error's message copied into
+ * errctx, when it raised an ERROR (its work rolled back); the caller's memory context and
+ * resource owner are current again either way.
+ */
+extern bool sync_try_subxact(void (*fn) (void *arg), void *arg, MemoryContext errctx,
+							 char **error);
 
 /* ---- reading rows (sync_rows.c) ---- */
 

@@ -239,63 +239,56 @@ sync_compare_records(const void *a, const void *b)
 	return strcmp(((const SyncRecord *) a)->key, ((const SyncRecord *) b)->key);
 }
 
+typedef struct ReadRowsArgs
+{
+	MirrorConfig *m;
+	Batch	   *b;
+	SyncRecord *recs;
+	char	  **keys;
+	int			nkeys;
+	MemoryContext batch_ctx;
+} ReadRowsArgs;
+
+/* One SELECT of the current rows of a->keys, filling the matching a->recs. */
+static void
+read_rows_once(void *arg)
+{
+	ReadRowsArgs *a = (ReadRowsArgs *) arg;
+	Datum	   *kd = palloc_array(Datum, a->nkeys);
+	Oid			types[1] = {TEXTARRAYOID};
+	Datum		values[1];
+	char	   *sql;
+
+	for (int i = 0; i < a->nkeys; i++)
+		kd[i] = CStringGetTextDatum(a->keys[i]);
+	values[0] = PointerGetDatum(construct_array(kd, a->nkeys, TEXTOID, -1, false, TYPALIGN_INT));
+	sql = mirror_select_sql(a->m, psprintf("WHERE %s", mirror_key_in_sql(a->m, "$1")));
+	sync_select_as_owner(a->m, sql, 1, types, values);
+	for (uint64 r = 0; r < SPI_processed; r++)
+	{
+		HeapTuple	tup = SPI_tuptable->vals[r];
+		char	   *key = SPI_getvalue(tup, SPI_tuptable->tupdesc, 1);
+		char	  **hit = bsearch(&key, a->keys, a->nkeys, sizeof(char *), sync_compare_keys);
+
+		if (hit == NULL)
+			continue;			/* the text form did not round-trip: treated as deleted */
+		a->recs[hit - a->keys].upsert = true;
+		fill_record(a->m, a->b, &a->recs[hit - a->keys], tup, SPI_tuptable->tupdesc, a->batch_ctx);
+	}
+}
+
 /*
  * One SELECT of the current rows of keys[0..n) (sorted with sync_compare_keys), filling the
  * matching b->recs. Runs in a subtransaction: false, with the error's text, when the
- * SELECT failed (a value that cannot be converted, say), and nothing was filled.
+ * SELECT failed (a value that cannot be converted, say).
  */
 static bool
 try_read_rows(MirrorConfig *m, Batch *b, SyncRecord *recs, char **keys, int nkeys,
 			  MemoryContext batch_ctx, char **error)
 {
-	MemoryContext oldctx = CurrentMemoryContext;
-	ResourceOwner oldowner = CurrentResourceOwner;
-	volatile bool ok = true;
+	ReadRowsArgs a = {m, b, recs, keys, nkeys, batch_ctx};
 
-	BeginInternalSubTransaction(NULL);
-	MemoryContextSwitchTo(oldctx);
-	PG_TRY();
-	{
-		Datum	   *kd = palloc_array(Datum, nkeys);
-		Oid			types[1] = {TEXTARRAYOID};
-		Datum		values[1];
-		char	   *sql;
-
-		for (int i = 0; i < nkeys; i++)
-			kd[i] = CStringGetTextDatum(keys[i]);
-		values[0] = PointerGetDatum(construct_array(kd, nkeys, TEXTOID, -1, false, TYPALIGN_INT));
-		sql = mirror_select_sql(m, psprintf("WHERE %s", mirror_key_in_sql(m, "$1")));
-		sync_select_as_owner(m, sql, 1, types, values);
-		for (uint64 r = 0; r < SPI_processed; r++)
-		{
-			HeapTuple	tup = SPI_tuptable->vals[r];
-			char	   *key = SPI_getvalue(tup, SPI_tuptable->tupdesc, 1);
-			char	  **hit = bsearch(&key, keys, nkeys, sizeof(char *), sync_compare_keys);
-
-			if (hit == NULL)
-				continue;		/* the text form did not round-trip: treated as deleted */
-			recs[hit - keys].upsert = true;
-			fill_record(m, b, &recs[hit - keys], tup, SPI_tuptable->tupdesc, batch_ctx);
-		}
-		ReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(oldctx);
-		CurrentResourceOwner = oldowner;
-	}
-	PG_CATCH();
-	{
-		ErrorData  *edata;
-
-		MemoryContextSwitchTo(batch_ctx);
-		edata = CopyErrorData();
-		FlushErrorState();
-		RollbackAndReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(oldctx);
-		CurrentResourceOwner = oldowner;
-		*error = edata->message;
-		ok = false;
-	}
-	PG_END_TRY();
-	return ok;
+	return sync_try_subxact(read_rows_once, &a, batch_ctx, error);
 }
 
 /*

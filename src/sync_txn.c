@@ -1,6 +1,7 @@
 /*
  * sync_txn.c — the worker's short transactions: each runs with SPI connected and a
- * snapshot pushed, and returns to the caller's memory context when it commits.
+ * snapshot pushed, and returns to the caller's memory context when it commits; and the
+ * subtransaction that lets a read of the mirrored table fail alone (worker and verify).
  */
 #include "postgres.h"
 
@@ -10,6 +11,7 @@
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/memutils.h"
+#include "utils/resowner.h"
 #include "utils/snapmgr.h"
 
 #include "sync_batch.h"
@@ -57,4 +59,37 @@ sync_text_array(List *strings)
 	foreach(lc, strings)
 		d[i++] = CStringGetTextDatum((char *) lfirst(lc));
 	return PointerGetDatum(construct_array(d, n, TEXTOID, -1, false, TYPALIGN_INT));
+}
+
+bool
+sync_try_subxact(void (*fn) (void *arg), void *arg, MemoryContext errctx, char **error)
+{
+	MemoryContext oldctx = CurrentMemoryContext;
+	ResourceOwner oldowner = CurrentResourceOwner;
+	volatile bool ok = true;
+
+	BeginInternalSubTransaction(NULL);
+	MemoryContextSwitchTo(oldctx);
+	PG_TRY();
+	{
+		fn(arg);
+		ReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(oldctx);
+		CurrentResourceOwner = oldowner;
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(errctx);
+		edata = CopyErrorData();
+		FlushErrorState();
+		RollbackAndReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(oldctx);
+		CurrentResourceOwner = oldowner;
+		*error = edata->message;
+		ok = false;
+	}
+	PG_END_TRY();
+	return ok;
 }

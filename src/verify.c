@@ -27,6 +27,7 @@
 #include "chroma_sync.h"
 #include "mirror_config.h"
 #include "response.h"
+#include "sync_batch.h"
 #include "trigger.h"
 
 PG_FUNCTION_INFO_V1(chroma_verify);
@@ -185,6 +186,57 @@ add_unreadable(HTAB *table, MemoryContext hcxt, const char *id, int64 *nrows)
 	(*nrows)++;
 }
 
+typedef struct ReadExpectedArgs
+{
+	MirrorConfig *m;
+	const char *sql;
+	int			nargs;
+	Datum	   *values;
+	HTAB	   *table;
+	MemoryContext hcxt;
+	int64	   *nrows;
+} ReadExpectedArgs;
+
+/* Runs the mirror's SELECT as its owner, adding its rows to the table. */
+static void
+read_expected(void *arg)
+{
+	ReadExpectedArgs *a = (ReadExpectedArgs *) arg;
+	MirrorSavedUser su;
+	Oid			types[1] = {TEXTOID};
+
+	mirror_become_owner(a->m, &su);
+	mirror_fix_render_settings();
+	if (SPI_execute_with_args(a->sql, a->nargs, types, a->values, NULL, true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not read the mirrored table");
+	mirror_restore_user(&su);
+	for (uint64 r = 0; r < SPI_processed; r++)
+	{
+		HeapTuple	tup = SPI_tuptable->vals[r];
+		TupleDesc	td = SPI_tuptable->tupdesc;
+		bool		isnull;
+		Datum		d;
+		Expected   *e = enter_expected(a->table, a->hcxt, SPI_getvalue(tup, td, 1));
+		MemoryContext old = MemoryContextSwitchTo(a->hcxt);
+
+		d = SPI_getbinval(tup, td, 2, &isnull);
+		{
+			ArrayType  *arr = DatumGetArrayTypePCopy(d);
+
+			e->dim = ARR_NDIM(arr) == 1 ? ARR_DIMS(arr)[0] : 0;
+			e->embedding = float4_array_data(arr);
+		}
+		d = SPI_getbinval(tup, td, 3, &isnull);
+		e->document = isnull ? NULL : TextDatumGetCString(d);
+		d = SPI_getbinval(tup, td, 4, &isnull);
+		e->metadata = isnull ? NULL : DatumGetJsonbPCopy(d);
+		if (e->metadata && JB_ROOT_COUNT(e->metadata) == 0)
+			e->metadata = NULL;
+		MemoryContextSwitchTo(old);
+		(*a->nrows)++;
+	}
+}
+
 /*
  * Runs sql (the mirror's SELECT) with the mirror owner's rights and the worker's render
  * settings, in a subtransaction, adding its rows to table. False, with the error's text,
@@ -194,66 +246,9 @@ static bool
 try_read_expected(MirrorConfig *m, const char *sql, int nargs, Datum *values, HTAB *table,
 				  MemoryContext hcxt, int64 *nrows, char **error)
 {
-	MemoryContext oldctx = CurrentMemoryContext;
-	ResourceOwner oldowner = CurrentResourceOwner;
-	volatile bool ok = true;
+	ReadExpectedArgs a = {m, sql, nargs, values, table, hcxt, nrows};
 
-	BeginInternalSubTransaction(NULL);
-	MemoryContextSwitchTo(oldctx);
-	PG_TRY();
-	{
-		MirrorSavedUser su;
-		Oid			types[1] = {TEXTOID};
-
-		mirror_become_owner(m, &su);
-		mirror_fix_render_settings();
-		if (SPI_execute_with_args(sql, nargs, types, values, NULL, true, 0) != SPI_OK_SELECT)
-			elog(ERROR, "could not read the mirrored table");
-		mirror_restore_user(&su);
-		for (uint64 r = 0; r < SPI_processed; r++)
-		{
-			HeapTuple	tup = SPI_tuptable->vals[r];
-			TupleDesc	td = SPI_tuptable->tupdesc;
-			bool		isnull;
-			Datum		d;
-			Expected   *e = enter_expected(table, hcxt, SPI_getvalue(tup, td, 1));
-			MemoryContext old = MemoryContextSwitchTo(hcxt);
-
-			d = SPI_getbinval(tup, td, 2, &isnull);
-			{
-				ArrayType  *a = DatumGetArrayTypePCopy(d);
-
-				e->dim = ARR_NDIM(a) == 1 ? ARR_DIMS(a)[0] : 0;
-				e->embedding = float4_array_data(a);
-			}
-			d = SPI_getbinval(tup, td, 3, &isnull);
-			e->document = isnull ? NULL : TextDatumGetCString(d);
-			d = SPI_getbinval(tup, td, 4, &isnull);
-			e->metadata = isnull ? NULL : DatumGetJsonbPCopy(d);
-			if (e->metadata && JB_ROOT_COUNT(e->metadata) == 0)
-				e->metadata = NULL;
-			MemoryContextSwitchTo(old);
-			(*nrows)++;
-		}
-		ReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(oldctx);
-		CurrentResourceOwner = oldowner;
-	}
-	PG_CATCH();
-	{
-		ErrorData  *edata;
-
-		MemoryContextSwitchTo(oldctx);
-		edata = CopyErrorData();
-		FlushErrorState();
-		RollbackAndReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(oldctx);
-		CurrentResourceOwner = oldowner;
-		*error = edata->message;
-		ok = false;
-	}
-	PG_END_TRY();
-	return ok;
+	return sync_try_subxact(read_expected, &a, CurrentMemoryContext, error);
 }
 
 Datum
