@@ -333,13 +333,21 @@ mirror_table_sql(MirrorConfig *m)
 	return psprintf("%s.%s", quote_identifier(nsp), quote_identifier(rel));
 }
 
+/*
+ * The backfill page after the key $1 (when 'after'), in key order: its keys only, or
+ * (rows) its rows as mirror_select_sql reads them.
+ */
 char *
-mirror_backfill_page_sql(MirrorConfig *m, bool after, int limit)
+mirror_backfill_page_sql(MirrorConfig *m, bool after, int limit, bool rows)
 {
-	return psprintf("SELECT %s FROM %s WHERE %s%s%s ORDER BY %s LIMIT %d",
-					mirror_key_sql(m), mirror_table_sql(m),
-					mirror_key_not_null_sql(m), after ? " AND " : "",
-					after ? mirror_key_after_sql(m, "$1") : "", mirror_key_order_sql(m), limit);
+	char	   *tail = psprintf("WHERE %s%s%s ORDER BY %s LIMIT %d",
+								mirror_key_not_null_sql(m), after ? " AND " : "",
+								after ? mirror_key_after_sql(m, "$1") : "",
+								mirror_key_order_sql(m), limit);
+
+	if (rows)
+		return mirror_select_sql(m, tail);
+	return psprintf("SELECT %s FROM %s %s", mirror_key_sql(m), mirror_table_sql(m), tail);
 }
 
 /*

@@ -74,7 +74,7 @@ extern char *mirror_key_order_sql(MirrorConfig *m);
  * SELECT <id> FROM source WHERE <key not null> [AND <key after $1>] ORDER BY <key>
  * LIMIT limit: a backfill page's ids in key order ($1 the previous page's last id).
  */
-extern char *mirror_backfill_page_sql(MirrorConfig *m, bool after, int limit);
+extern char *mirror_backfill_page_sql(MirrorConfig *m, bool after, int limit, bool rows);
 
 /*
  * The condition of a row that belongs in the collection: a non-NULL embedding, and the

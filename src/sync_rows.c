@@ -291,6 +291,67 @@ try_read_rows(MirrorConfig *m, Batch *b, SyncRecord *recs, char **keys, int nkey
 	return sync_try_subxact(read_rows_once, &a, batch_ctx, error);
 }
 
+typedef struct ReadPageArgs
+{
+	MirrorConfig *m;
+	Batch	   *b;
+	const char *after;
+	int			limit;
+	MemoryContext batch_ctx;
+} ReadPageArgs;
+
+/* One SELECT of the backfill page's rows, in key order, into a->b. */
+static void
+read_page_once(void *arg)
+{
+	ReadPageArgs *a = (ReadPageArgs *) arg;
+	Batch	   *b = a->b;
+	Oid			types[1] = {TEXTOID};
+	Datum		values[1];
+	uint64		n;
+
+	values[0] = a->after ? CStringGetTextDatum(a->after) : (Datum) 0;
+	sync_select_as_owner(a->m, mirror_backfill_page_sql(a->m, a->after != NULL, a->limit, true),
+						 a->after ? 1 : 0, types, values);
+	n = SPI_processed;
+	b->recs = MemoryContextAllocZero(a->batch_ctx, sizeof(SyncRecord) * Max(n, 1));
+	for (uint64 r = 0; r < n; r++)
+	{
+		HeapTuple	tup = SPI_tuptable->vals[r];
+		SyncRecord *rec = &b->recs[r];
+
+		rec->key = MemoryContextStrdup(a->batch_ctx, SPI_getvalue(tup, SPI_tuptable->tupdesc, 1));
+		rec->upsert = true;
+		fill_record(a->m, b, rec, tup, SPI_tuptable->tupdesc, a->batch_ctx);
+		b->n = (int) r + 1;
+	}
+	if (n > 0)
+		b->last_key = b->recs[n - 1].key;
+}
+
+/*
+ * Reads the backfill page after the key 'after' (NULL: the first page) with its rows, in
+ * one SELECT, into b (empty on entry). Returns the number of keys the page had, or -1
+ * with b empty again when the SELECT failed (a row that cannot be read): the caller then
+ * reads the page's keys and their rows one by one (sync_read_rows).
+ */
+int64
+sync_read_page(MirrorConfig *m, Batch *b, const char *after, int limit, MemoryContext batch_ctx)
+{
+	ReadPageArgs a = {m, b, after, limit, batch_ctx};
+	int			dim = b->dim;
+	char	   *error;
+
+	if (sync_try_subxact(read_page_once, &a, batch_ctx, &error))
+		return b->n;
+	b->n = 0;
+	b->recs = NULL;
+	b->last_key = NULL;
+	b->new_keys = NIL;
+	b->dim = dim;
+	return -1;
+}
+
 /*
  * Reads the current state of b->recs[0..b->n) (keys sorted with sync_compare_keys). A failing
  * SELECT is retried key by key, so only the rows that cannot be read fail, with the
