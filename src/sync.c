@@ -15,6 +15,8 @@
 
 #include "access/xact.h"
 #include "utils/resowner.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_collation.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "mb/pg_wchar.h"
@@ -107,14 +109,16 @@ finish_batch(MirrorConfig *m, MirrorState *st, Batch *b, SendResult *res, bool b
 	if (b->nqids > 0)
 	{
 		Datum	   *q = palloc_array(Datum, b->nqids);
-		Oid			types[1] = {INT8ARRAYOID};
-		Datum		values[1];
+		Oid			types[2] = {INT8ARRAYOID, INT4OID};
+		Datum		values[2];
 
 		for (int i = 0; i < b->nqids; i++)
 			q[i] = Int64GetDatum(b->qids[i]);
 		values[0] = PointerGetDatum(construct_array(q, b->nqids, INT8OID, 8, true, TYPALIGN_DOUBLE));
-		sync_exec("DELETE FROM chroma_sync.queue WHERE qid = ANY ($1)", 1, types, values, NULL,
-			 SPI_OK_DELETE);
+		values[1] = Int32GetDatum(m->mirror_id);
+		/* (mirror_id, qid) is the queue's only index on qid */
+		sync_exec("DELETE FROM chroma_sync.queue WHERE mirror_id = $2 AND qid = ANY ($1)",
+			 2, types, values, NULL, SPI_OK_DELETE);
 	}
 	for (int i = 0; i < b->n; i++)
 	{
@@ -378,6 +382,25 @@ inflight_qids(Pipeline *p, int64 after)
 	return PointerGetDatum(construct_array(d, n, INT8OID, 8, true, TYPALIGN_DOUBLE));
 }
 
+/*
+ * The COLLATE clause that makes a key parameter match the queue's (mirror_id, key) index:
+ * byte order since 0.4, the database's collation before (a library newer than the
+ * installed extension, until ALTER EXTENSION chroma_sync UPDATE).
+ */
+static const char *
+queue_key_collate(void)
+{
+	Oid			index = get_relname_relid("queue_mirror_key",
+										  get_namespace_oid("chroma_sync", false));
+	Oid			type,
+				coll = InvalidOid;
+	int32		typmod;
+
+	if (OidIsValid(index))
+		get_atttypetypmodcoll(index, 2, &type, &typmod, &coll);
+	return coll == C_COLLATION_OID ? " COLLATE pg_catalog.\"C\"" : "";
+}
+
 typedef enum DrainRead
 {
 	DRAIN_EMPTY,
@@ -470,12 +493,13 @@ read_drain_batch(Pipeline *p, Flight *f)
 		 * One index probe per key (queue_mirror_key): a plan that walks the rest of a
 		 * long queue by queue id and filters the keys would cost O(backlog) per batch.
 		 */
-		sync_exec("SELECT q.qid, q.key FROM pg_catalog.unnest($2::pg_catalog.text[]) AS k(key), "
+		sync_exec(psprintf("SELECT q.qid, q.key FROM pg_catalog.unnest($2::pg_catalog.text[]) AS k(key), "
 			 "LATERAL (SELECT e.qid, e.key FROM chroma_sync.queue e WHERE e.mirror_id = $1 "
-			 "AND e.key OPERATOR(pg_catalog.=) k.key AND e.qid > $3 OFFSET 0) q "
+			 "AND e.key OPERATOR(pg_catalog.=) (k.key%s) AND e.qid > $3 OFFSET 0) q "
 			 "WHERE q.qid <> ALL ($5) AND q.qid < COALESCE((SELECT pg_catalog.min(b.qid) "
 			 "FROM chroma_sync.queue b WHERE b.mirror_id = $1 AND b.key IS NULL AND b.qid > $3), "
-			 "9223372036854775807) ORDER BY q.qid LIMIT $4", 5, types, values, NULL, SPI_OK_SELECT);
+			 "9223372036854775807) ORDER BY q.qid LIMIT $4", queue_key_collate()),
+				  5, types, values, NULL, SPI_OK_SELECT);
 		if (SPI_processed > 0)
 		{
 			MemoryContext old = MemoryContextSwitchTo(f->ctx);
