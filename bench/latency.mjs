@@ -12,7 +12,8 @@
 // send -> visible time), and from the moment it was due by the rate (a single writer's
 // arrival -> visible time, which also counts waiting for the upsert before it, as a
 // mirrored row waits for the request in flight). The second line is
-// "arrival_p50_ms X arrival_p99_ms Y".
+// "arrival_p50_ms X arrival_p99_ms Y request_p50_ms Z request_p99_ms W", the last two each
+// upsert's round trip (a record can be visible before its upsert's response arrives).
 //
 // PostgreSQL connection from the usual PG* environment variables.
 import pg from "pg";
@@ -48,6 +49,7 @@ const committed = new Map(); // id -> commit time (ms)
 const due = new Map(); // direct: id -> the time the rate made it due (ms)
 const latencies = [];
 const arrivals = [];
+const requests = []; // direct: each upsert's round trip (ms)
 let writing = true;
 
 async function poller() {
@@ -83,7 +85,9 @@ for (let i = 0; i < total; i++) {
     due.set(id, t0 + i * interval);
     lastCommit = now();
     committed.set(id, lastCommit);
+    const sent = now();
     await chroma(`/${collId}/upsert`, { ids: [id], embeddings: [embArray] });
+    requests.push(now() - sent);
   } else {
     const { rows } = await db.query(`INSERT INTO ${table} (embedding) VALUES ($1) RETURNING id::text AS id`, [emb]);
     lastCommit = now();
@@ -96,9 +100,11 @@ if (db) await db.end();
 
 latencies.sort((a, b) => a - b);
 arrivals.sort((a, b) => a - b);
+requests.sort((a, b) => a - b);
 const pctOf = (l, p) => l.length ? l[Math.min(l.length - 1, Math.ceil(p * l.length) - 1)] : NaN;
 const pct = (p) => pctOf(latencies, p);
 console.log(`rows ${total} p50_ms ${pct(0.5).toFixed(1)} p99_ms ${pct(0.99).toFixed(1)} ` +
   `max_ms ${pct(1).toFixed(1)} missing ${committed.size}`);
 if (direct)
-  console.log(`arrival_p50_ms ${pctOf(arrivals, 0.5).toFixed(1)} arrival_p99_ms ${pctOf(arrivals, 0.99).toFixed(1)}`);
+  console.log(`arrival_p50_ms ${pctOf(arrivals, 0.5).toFixed(1)} arrival_p99_ms ${pctOf(arrivals, 0.99).toFixed(1)} ` +
+    `request_p50_ms ${pctOf(requests, 0.5).toFixed(1)} request_p99_ms ${pctOf(requests, 0.99).toFixed(1)}`);
