@@ -5,6 +5,7 @@ MODULE_big = chroma_sync
 OBJS = \
 	src/chroma_sync.o \
 	src/encode.o \
+	src/base64.o \
 	src/http.o \
 	src/chroma_api.o \
 	src/metadata.o \

@@ -1,8 +1,8 @@
 /*
  * encode.h — the Chroma column body, built in plain C.
  *
- * No Postgres headers here: this file and encode.c are unit-tested, fuzzed and
- * benchmarked standalone. Memory comes from a caller-supplied grow callback so the
+ * No Postgres headers here: this file, encode.c and base64.c are unit-tested, fuzzed
+ * and benchmarked standalone. Memory comes from a caller-supplied grow callback so the
  * extension can use palloc and standalone programs can use realloc.
  */
 #ifndef CHROMA_SYNC_ENCODE_H
@@ -47,7 +47,7 @@ cs_buf_putc(cs_buf *b, char c)
 void		cs_buf_append(cs_buf *b, const char *s, size_t n);
 void		cs_buf_puts(cs_buf *b, const char *s);
 
-/* ---- base64 (RFC 4648 standard alphabet, '=' padded) ---- */
+/* ---- base64 (RFC 4648 standard alphabet, '=' padded; base64.c) ---- */
 static inline size_t
 cs_base64_len(size_t nbytes)
 {
