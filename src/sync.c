@@ -553,7 +553,6 @@ read_backfill_batch(Pipeline *p, Flight *f, const char *after)
 	int			limit = chroma_effective_batch_size();
 	char	   *table;
 	uint64		n;
-	int64		page;
 
 	b->dim = m->dimension;
 	sync_begin_txn();
@@ -573,32 +572,7 @@ read_backfill_batch(Pipeline *p, Flight *f, const char *after)
 					  "WHERE mirror_id = %d", total, m->mirror_id),
 			 0, NULL, NULL, NULL, SPI_OK_UPDATE);
 	}
-	n = 0;
-	page = sync_read_page(m, b, after, limit, f->ctx);
-	if (page >= 0)
-		n = (uint64) page;
-	else
-	{
-		/* a row cannot be read: the page's keys, then their rows one by one if need be */
-		Oid			types[1] = {TEXTOID};
-		Datum		values[1];
-
-		values[0] = after ? CStringGetTextDatum(after) : (Datum) 0;
-		sync_select_as_owner(m, mirror_backfill_page_sql(m, after != NULL, limit, false),
-							 after ? 1 : 0, types, values);
-		n = SPI_processed;
-		b->recs = MemoryContextAllocZero(f->ctx, sizeof(SyncRecord) * Max(n, 1));
-		for (uint64 r = 0; r < n; r++)
-			b->recs[r].key = MemoryContextStrdup(f->ctx,
-												 SPI_getvalue(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, 1));
-		b->n = (int) n;
-		/* the page's keys in key order: the last one is the next watermark */
-		if (n > 0)
-			b->last_key = b->recs[n - 1].key;
-		qsort(b->recs, b->n, sizeof(SyncRecord), sync_compare_records);
-		chroma_http_pump();
-		sync_read_rows(m, b, f->ctx);
-	}
+	n = sync_read_page(m, b, after, limit, f->ctx);
 	{
 		/* rows without an embedding (or gone since) are not sent during a backfill */
 		int			k = 0;

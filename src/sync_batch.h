@@ -108,9 +108,9 @@ extern int	sync_compare_keys(const void *a, const void *b);
 extern int	sync_compare_records(const void *a, const void *b);
 /* Reads the current rows of b->recs[0..b->n) (sorted by key) into the records. */
 extern void sync_read_rows(MirrorConfig *m, Batch *b, MemoryContext batch_ctx);
-/* Reads a backfill page with its rows in one SELECT; -1 when a row cannot be read. */
-extern int64 sync_read_page(MirrorConfig *m, Batch *b, const char *after, int limit,
-							MemoryContext batch_ctx);
+/* Reads a backfill page with its rows (bad rows fail alone); returns its number of keys. */
+extern uint64 sync_read_page(MirrorConfig *m, Batch *b, const char *after, int limit,
+							 MemoryContext batch_ctx);
 /* Persists newly seen metadata keys and a newly fixed dimension (before sending). */
 extern void sync_remember_keys_and_dimension(MirrorConfig *m, Batch *b, MemoryContext keep);
 

@@ -20,6 +20,7 @@
 #include "utils/resowner.h"
 
 #include "chroma_sync.h"
+#include "http.h"
 #include "metadata.h"
 #include "pgbuf.h"
 #include "sync_batch.h"
@@ -330,26 +331,42 @@ read_page_once(void *arg)
 }
 
 /*
- * Reads the backfill page after the key 'after' (NULL: the first page) with its rows, in
- * one SELECT, into b (empty on entry). Returns the number of keys the page had, or -1
- * with b empty again when the SELECT failed (a row that cannot be read): the caller then
- * reads the page's keys and their rows one by one (sync_read_rows).
+ * Reads the backfill page after the key 'after' (NULL: the first page) with its rows into
+ * b (empty on entry), in key order; b->last_key is the next watermark. One SELECT; when
+ * it fails (a row that cannot be read), the page's keys are read alone and then their rows
+ * with sync_read_rows, so only the bad rows fail. Returns the number of keys the page had.
  */
-int64
+uint64
 sync_read_page(MirrorConfig *m, Batch *b, const char *after, int limit, MemoryContext batch_ctx)
 {
 	ReadPageArgs a = {m, b, after, limit, batch_ctx};
 	int			dim = b->dim;
 	char	   *error;
+	Oid			types[1] = {TEXTOID};
+	Datum		values[1];
+	uint64		n;
 
 	if (sync_try_subxact(read_page_once, &a, batch_ctx, &error))
-		return b->n;
-	b->n = 0;
-	b->recs = NULL;
+		return (uint64) b->n;
 	b->last_key = NULL;
 	b->new_keys = NIL;
 	b->dim = dim;
-	return -1;
+
+	values[0] = after ? CStringGetTextDatum(after) : (Datum) 0;
+	sync_select_as_owner(m, mirror_backfill_page_sql(m, after != NULL, limit, false),
+						 after ? 1 : 0, types, values);
+	n = SPI_processed;
+	b->recs = MemoryContextAllocZero(batch_ctx, sizeof(SyncRecord) * Max(n, 1));
+	for (uint64 r = 0; r < n; r++)
+		b->recs[r].key = MemoryContextStrdup(batch_ctx,
+											 SPI_getvalue(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, 1));
+	b->n = (int) n;
+	if (n > 0)
+		b->last_key = b->recs[n - 1].key;
+	qsort(b->recs, b->n, sizeof(SyncRecord), sync_compare_records);
+	chroma_http_pump();
+	sync_read_rows(m, b, batch_ctx);
+	return n;
 }
 
 /*
