@@ -1,5 +1,5 @@
 EXTENSION = chroma_sync
-EXTVERSION = 0.4
+EXTVERSION = 0.5
 
 MODULE_big = chroma_sync
 OBJS = \
@@ -28,7 +28,7 @@ OBJS = \
 	src/ownership.o \
 	src/progress.o
 
-DATA = sql/chroma_sync--0.1.sql sql/chroma_sync--0.1--0.2.sql sql/chroma_sync--0.2--0.3.sql sql/chroma_sync--0.3--0.4.sql
+DATA = sql/chroma_sync--0.1.sql sql/chroma_sync--0.1--0.2.sql sql/chroma_sync--0.2--0.3.sql sql/chroma_sync--0.3--0.4.sql sql/chroma_sync--0.4--0.5.sql
 
 REGRESS = setup server collections records records_bad query upsert_query encoding security metadata_arrays mirror_setup mirror_basic mirror_keys mirror_exact mirror_truncate mirror_failed mirror_admin mirror_multi mirror_errors mirror_options mirror_composite mirror_metadata_types mirror_metadata_arrays
 REGRESS_OPTS = --inputdir=. --load-extension=chroma_sync

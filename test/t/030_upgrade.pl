@@ -1,4 +1,4 @@
-# ALTER EXTENSION chroma_sync UPDATE from 0.1 (to 0.2, then 0.3, then 0.4) keeps mirrors
+# ALTER EXTENSION chroma_sync UPDATE from 0.1 (to 0.2, 0.3, 0.4, then 0.5) keeps mirrors
 # syncing and loses nothing that was pending; 0.3's chroma_mirror keeps the EXECUTE grants
 # of the one it replaces and mirrors composite keys; 0.4's queue has two indexes on
 # (mirror_id, ...), keys indexed in byte order.
@@ -69,7 +69,7 @@ is($node->safe_psql('postgres', $queue_shape),
 	'chroma_sync.queue_mirror_barrier,chroma_sync.queue_mirror_key,chroma_sync.queue_mirror_qid,chroma_sync.queue_pkey|default',
 	'the queue of 0.3: a primary key on qid, keys indexed in the database collation');
 
-$node->safe_psql('postgres', 'ALTER EXTENSION chroma_sync UPDATE');
+$node->safe_psql('postgres', "ALTER EXTENSION chroma_sync UPDATE TO '0.4'");
 is($node->safe_psql('postgres', "SELECT extversion FROM pg_extension WHERE extname = 'chroma_sync'"),
 	'0.4', 'updated to 0.4');
 is($node->safe_psql('postgres', "SELECT pending FROM chroma_sync.status"),
@@ -77,6 +77,12 @@ is($node->safe_psql('postgres', "SELECT pending FROM chroma_sync.status"),
 is($node->safe_psql('postgres', $queue_shape),
 	'chroma_sync.queue_mirror_barrier,chroma_sync.queue_mirror_key,chroma_sync.queue_mirror_qid|C',
 	'the queue of 0.4: no index on qid alone, keys indexed in byte order');
+
+$node->safe_psql('postgres', 'ALTER EXTENSION chroma_sync UPDATE');
+is($node->safe_psql('postgres', "SELECT extversion FROM pg_extension WHERE extname = 'chroma_sync'"),
+	'0.5', 'updated to 0.5');
+is($node->safe_psql('postgres', "SELECT pending FROM chroma_sync.status"),
+	'363', 'nothing pending was lost by the update to 0.5');
 is($node->safe_psql('postgres', q{
 SELECT pg_get_function_identity_arguments(p.oid),
 	has_function_privilege('up_mirrorer', p.oid, 'EXECUTE WITH GRANT OPTION'),
