@@ -66,6 +66,7 @@ typedef struct PendingKey
 static PendingKey *pending = NULL;
 static int	npending = 0;
 static int	cap_pending = 0;
+static int	npending_outer = 0;	/* of levels below the current one (see flush_pending) */
 
 /* Mirrors written by the current transaction (chroma_flush refuses to wait on them). */
 #define MAX_TRACKED 64
@@ -99,7 +100,7 @@ capture_xact_callback(XactEvent event, void *arg)
 			chroma_config_xact_end(false);
 			xact_wake = false;
 			pending = NULL;		/* TopTransactionContext is gone */
-			npending = cap_pending = 0;
+			npending = cap_pending = npending_outer = 0;
 			xact_nmirrors = 0;
 			xact_overflow = false;
 			break;
@@ -295,6 +296,11 @@ column_changed(HeapTuple oldtup, HeapTuple newtup, TupleDesc td, AttrNumber att)
  * PENDING_FLUSH_AT keys, before a TRUNCATE barrier, and at PRE_COMMIT at the latest:
  * a bulk write costs one queue INSERT per thousand rows, not one per row. Each key
  * remembers its subtransaction level, so a rolled-back savepoint drops its keys.
+ *
+ * A flush writes only the keys of the current level: a queue row inserted inside a
+ * savepoint is deleted by ROLLBACK TO SAVEPOINT, so an outer level's keys must wait in
+ * the buffer until their own level is current again (a released savepoint hands its
+ * keys to its parent; PRE_COMMIT runs at the top level, where every key left belongs).
  */
 #define PENDING_FLUSH_AT 1000
 
@@ -349,10 +355,19 @@ flush_pending(void)
 	Oid			types[2] = {INT4ARRAYOID, TEXTARRAYOID};
 	Datum		values[2];
 	MemoryContext old;
+	int			level = GetCurrentTransactionNestLevel();
+	int			nflush = 0;
+	int			k = 0;
 
-	if (npending == 0)
+	for (int i = 0; i < npending; i++)
+		if (pending[i].level == level)
+			nflush++;
+	if (nflush == 0)
+	{
+		npending_outer = npending;
 		return;
-	if (npending == 1)
+	}
+	if (nflush == 1 && npending == 1)
 	{
 		/* the common single-row transaction */
 		Oid			t1[2] = {INT4OID, TEXTOID};
@@ -360,23 +375,30 @@ flush_pending(void)
 
 		v1[0] = Int32GetDatum(pending[0].mirror_id);
 		v1[1] = CStringGetTextDatum(pending[0].key);
-		npending = 0;
+		npending = npending_outer = 0;
 		insert_rows(&one_plan, "INSERT INTO chroma_sync.queue (mirror_id, key) VALUES ($1, $2)",
 					2, t1, v1);
 		return;
 	}
 	old = MemoryContextSwitchTo(TopTransactionContext);
-	ids = palloc_array(Datum, npending);
-	keys = palloc_array(Datum, npending);
+	ids = palloc_array(Datum, nflush);
+	keys = palloc_array(Datum, nflush);
+	nflush = 0;
 	for (int i = 0; i < npending; i++)
 	{
-		ids[i] = Int32GetDatum(pending[i].mirror_id);
-		keys[i] = CStringGetTextDatum(pending[i].key);
+		if (pending[i].level != level)
+		{
+			pending[k++] = pending[i];	/* an outer level's: kept for its own level */
+			continue;
+		}
+		ids[nflush] = Int32GetDatum(pending[i].mirror_id);
+		keys[nflush] = CStringGetTextDatum(pending[i].key);
+		nflush++;
 	}
-	values[0] = PointerGetDatum(construct_array(ids, npending, INT4OID, 4, true, TYPALIGN_INT));
-	values[1] = PointerGetDatum(construct_array(keys, npending, TEXTOID, -1, false, TYPALIGN_INT));
+	values[0] = PointerGetDatum(construct_array(ids, nflush, INT4OID, 4, true, TYPALIGN_INT));
+	values[1] = PointerGetDatum(construct_array(keys, nflush, TEXTOID, -1, false, TYPALIGN_INT));
 	MemoryContextSwitchTo(old);
-	npending = 0;
+	npending = npending_outer = k;
 	insert_rows(&many_plan, "INSERT INTO chroma_sync.queue (mirror_id, key) "
 				"SELECT m, k FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2)) AS u(m, k)",
 				2, types, values);
@@ -411,7 +433,7 @@ enqueue(CaptureInfo *ci, int mirror_id, const char *key)
 	pending[npending].level = GetCurrentTransactionNestLevel();
 	pending[npending].key = MemoryContextStrdup(TopTransactionContext, key);
 	npending++;
-	if (npending >= PENDING_FLUSH_AT)
+	if (npending - npending_outer >= PENDING_FLUSH_AT)
 		flush_pending();
 }
 
@@ -421,6 +443,11 @@ capture_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 {
 	int			level = GetCurrentTransactionNestLevel();
 
+	if (event == SUBXACT_EVENT_START_SUB)
+	{
+		npending_outer = npending;	/* every key buffered so far is an outer level's */
+		return;
+	}
 	if (event == SUBXACT_EVENT_ABORT_SUB)
 	{
 		int			k = 0;
@@ -436,6 +463,13 @@ capture_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 			if (pending[i].level >= level)
 				pending[i].level = level - 1;
 	}
+	else
+		return;
+	/* the parent becomes current: its keys no longer count as outer */
+	npending_outer = 0;
+	for (int i = 0; i < npending; i++)
+		if (pending[i].level < level - 1)
+			npending_outer++;
 }
 
 static char *
