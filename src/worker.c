@@ -51,6 +51,10 @@ char	   *chroma_worker_databases = NULL;
 #define IDLE_WAIT_MS 10000
 /* A worker with no mirror left goes dormant (exits) after this long. */
 #define DORMANT_AFTER_MS 10000
+/* A terminated launcher is back after this long (the postmaster restarts it). */
+#define LAUNCHER_RESTART_S 1
+/* A worker registered by an earlier launcher that never claimed its slot is given up. */
+#define STARTING_TIMEOUT_MS 30000
 
 void
 chroma_register_launcher(void)
@@ -60,7 +64,7 @@ chroma_register_launcher(void)
 	memset(&bgw, 0, sizeof(bgw));
 	bgw.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
 	bgw.bgw_start_time = BgWorkerStart_RecoveryFinished;
-	bgw.bgw_restart_time = 10;
+	bgw.bgw_restart_time = LAUNCHER_RESTART_S;
 	snprintf(bgw.bgw_library_name, BGW_MAXLEN, "chroma_sync");
 	snprintf(bgw.bgw_function_name, BGW_MAXLEN, "chroma_launcher_main");
 	snprintf(bgw.bgw_name, BGW_MAXLEN, "chroma_sync launcher");
@@ -76,28 +80,80 @@ typedef struct DbInfo
 	char		name[NAMEDATALEN];
 } DbInfo;
 
-static bool
-database_selected(const char *name)
+/*
+ * The entries of chroma_sync.worker_databases, as written: comma-separated, blanks
+ * around an entry ignored, double quotes optional ("a,b" names a database with a comma).
+ * Names are never case-folded: a database called RT2Mixed is selected by RT2Mixed.
+ */
+static List *
+worker_database_names(void)
 {
-	char	   *copy;
-	List	   *names;
-	ListCell   *lc;
-	bool		found = false;
+	List	   *names = NIL;
+	const char *p = chroma_worker_databases;
 
-	if (chroma_worker_databases == NULL || *chroma_worker_databases == '\0')
-		return false;
-	if (strcmp(chroma_worker_databases, "*") == 0)
-		return true;
-	copy = pstrdup(chroma_worker_databases);
-	if (!SplitIdentifierString(copy, ',', &names))
-		return false;
-	foreach(lc, names)
-		if (strcmp((char *) lfirst(lc), name) == 0)
-			found = true;
-	return found;
+	if (p == NULL)
+		return NIL;
+	for (;;)
+	{
+		StringInfoData name;
+
+		initStringInfo(&name);
+		while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')
+			p++;
+		if (*p == '"')
+		{
+			for (p++; *p != '\0'; p++)
+			{
+				if (*p == '"' && p[1] == '"')
+					appendStringInfoChar(&name, *p++);
+				else if (*p == '"')
+				{
+					p++;
+					break;
+				}
+				else
+					appendStringInfoChar(&name, *p);
+			}
+			while (*p != '\0' && *p != ',')
+				p++;
+		}
+		else
+		{
+			const char *start = p;
+			const char *end;
+
+			while (*p != '\0' && *p != ',')
+				p++;
+			end = p;
+			while (end > start && (end[-1] == ' ' || end[-1] == '\t' || end[-1] == '\n' || end[-1] == '\r'))
+				end--;
+			appendBinaryStringInfo(&name, start, end - start);
+		}
+		if (name.len > 0)
+			names = lappend(names, name.data);
+		if (*p != ',')
+			break;
+		p++;
+	}
+	return names;
 }
 
-/* Databases that should have a worker now. */
+static bool
+database_selected(List *names, const char *name)
+{
+	ListCell   *lc;
+
+	foreach(lc, names)
+		if (strcmp((char *) lfirst(lc), name) == 0)
+			return true;
+	return false;
+}
+
+/*
+ * Databases that should have a worker now, allocated in the caller's context. Entries
+ * of chroma_sync.worker_databases that name no database are logged once per change of
+ * the setting.
+ */
 static List *
 selected_databases(void)
 {
@@ -107,6 +163,10 @@ selected_databases(void)
 	HeapTuple	tup;
 	MemoryContext caller = CurrentMemoryContext;
 	bool		star = chroma_worker_databases && strcmp(chroma_worker_databases, "*") == 0;
+	List	   *names = star ? NIL : worker_database_names();
+	List	   *matched = NIL;
+	ListCell   *lc;
+	static char *warned_for = NULL;
 
 	StartTransactionCommand();
 	rel = table_open(DatabaseRelationId, AccessShareLock);
@@ -116,22 +176,47 @@ selected_databases(void)
 		Form_pg_database db = (Form_pg_database) GETSTRUCT(tup);
 		DbInfo	   *info;
 
+		MemoryContext txn = MemoryContextSwitchTo(caller);
+
+		if (!star && database_selected(names, NameStr(db->datname)))
+			matched = lappend(matched, pstrdup(NameStr(db->datname)));
+		MemoryContextSwitchTo(txn);
 		if (!db->datallowconn)
 			continue;
 		/* templates only when named: a connection to one blocks CREATE DATABASE */
 		if (db->datistemplate && star)
 			continue;
-		if (!database_selected(NameStr(db->datname)))
+		if (!star && !database_selected(names, NameStr(db->datname)))
 			continue;
-		info = MemoryContextAlloc(caller, sizeof(DbInfo));
+		txn = MemoryContextSwitchTo(caller);
+		info = palloc(sizeof(DbInfo));
 		info->oid = db->oid;
 		strlcpy(info->name, NameStr(db->datname), NAMEDATALEN);
 		result = lappend(result, info);
+		MemoryContextSwitchTo(txn);
 	}
 	table_endscan(scan);
 	table_close(rel, AccessShareLock);
 	CommitTransactionCommand();
 	MemoryContextSwitchTo(caller);
+
+	if (chroma_worker_databases != NULL &&
+		(warned_for == NULL || strcmp(warned_for, chroma_worker_databases) != 0))
+	{
+		foreach(lc, names)
+		{
+			char	   *name = (char *) lfirst(lc);
+
+			if (!database_selected(matched, name))
+				ereport(LOG,
+						(errmsg("chroma_sync.worker_databases names \"%s\", which is no database of this cluster",
+								name),
+						 errhint("Database names are matched exactly as written, case included.")));
+		}
+		if (warned_for)
+			pfree(warned_for);
+		warned_for = MemoryContextStrdup(TopMemoryContext, chroma_worker_databases);
+	}
 	return result;
 }
 
@@ -161,6 +246,24 @@ start_worker(DbWorkerSlot *slot, int index)
 	bgw.bgw_main_arg = ObjectIdGetDatum(slot->dboid);
 	bgw.bgw_notify_pid = MyProcPid;
 	return RegisterDynamicBackgroundWorker(&bgw, &handles[index]);
+}
+
+/* Whether a live process holds the slot (caller holds the lock). */
+static bool
+slot_worker_alive(DbWorkerSlot *slot)
+{
+	return slot->pid != 0 && kill(slot->pid, 0) == 0;
+}
+
+/* Crashed, terminated or refused: try again later, less often each time. */
+static void
+slot_restart_later(DbWorkerSlot *slot, TimestampTz now)
+{
+	slot->state = DBW_IDLE;
+	slot->pid = 0;
+	slot->latch = NULL;
+	slot->next_start = TimestampTzPlusMilliseconds(now, backoff_ms(slot->failures));
+	slot->failures++;
 }
 
 /* One pass: start what should run, notice what stopped, forget dropped databases. */
@@ -206,13 +309,18 @@ launcher_pass(void)
 		{
 			pfree(handles[i]);
 			handles[i] = NULL;
-			if (slot->state != DBW_DORMANT)
-			{
-				/* crashed, terminated or refused: try again later, less often each time */
-				slot->state = DBW_IDLE;
-				slot->next_start = TimestampTzPlusMilliseconds(now, backoff_ms(slot->failures));
-				slot->failures++;
-			}
+			/* unless another worker holds the slot (one started by an earlier launcher) */
+			if (slot->state != DBW_DORMANT && !slot_worker_alive(slot))
+				slot_restart_later(slot, now);
+		}
+		else if (handles[i] == NULL &&
+				 (slot->state == DBW_RUNNING || slot->state == DBW_STARTING) &&
+				 !slot_worker_alive(slot) &&
+				 (slot->state == DBW_RUNNING ||
+				  TimestampDifferenceExceeds(slot->started_at, now, STARTING_TIMEOUT_MS)))
+		{
+			/* a worker this launcher did not start (a launcher restart) is gone */
+			slot_restart_later(slot, now);
 		}
 
 		if (!selected)
@@ -244,9 +352,23 @@ launcher_pass(void)
 	return next;
 }
 
+static void
+launcher_exit(int code, Datum arg)
+{
+	LWLockAcquire(chroma_shared->lock, LW_EXCLUSIVE);
+	if (chroma_shared->launcher_pid == MyProcPid)
+	{
+		chroma_shared->launcher_pid = 0;
+		chroma_shared->launcher_latch = NULL;
+	}
+	LWLockRelease(chroma_shared->lock);
+}
+
 void
 chroma_launcher_main(Datum arg)
 {
+	MemoryContext pass_ctx;
+
 	pqsignal(SIGTERM, die);
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	BackgroundWorkerUnblockSignals();
@@ -256,11 +378,26 @@ chroma_launcher_main(Datum arg)
 	LWLockAcquire(chroma_shared->lock, LW_EXCLUSIVE);
 	chroma_shared->launcher_pid = MyProcPid;
 	chroma_shared->launcher_latch = MyLatch;
-	/* after a launcher restart, workers it started before are unknown: start afresh */
+	/*
+	 * After a launcher restart, the workers the last one started are unknown: a slot
+	 * whose worker is gone (or never claimed it) is started afresh; a live worker keeps
+	 * its slot and is noticed by its pid when it exits.
+	 */
 	for (int i = 0; i < CHROMA_MAX_DATABASES; i++)
-		if (chroma_shared->slots[i].state == DBW_STARTING)
-			chroma_shared->slots[i].state = DBW_IDLE;
+	{
+		DbWorkerSlot *slot = &chroma_shared->slots[i];
+
+		if ((slot->state == DBW_STARTING || slot->state == DBW_RUNNING) && !slot_worker_alive(slot))
+		{
+			slot->state = DBW_IDLE;
+			slot->pid = 0;
+			slot->latch = NULL;
+		}
+	}
 	LWLockRelease(chroma_shared->lock);
+	before_shmem_exit(launcher_exit, (Datum) 0);
+	pass_ctx = AllocSetContextCreate(TopMemoryContext, "chroma_sync launcher pass",
+									 ALLOCSET_DEFAULT_SIZES);
 
 	for (;;)
 	{
@@ -273,7 +410,10 @@ chroma_launcher_main(Datum arg)
 			ConfigReloadPending = false;
 			ProcessConfigFile(PGC_SIGHUP);
 		}
+		MemoryContextReset(pass_ctx);
+		MemoryContextSwitchTo(pass_ctx);
 		next = launcher_pass();
+		MemoryContextSwitchTo(TopMemoryContext);
 		wait_ms = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), next);
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 						 Max(wait_ms, 10), PG_WAIT_EXTENSION);
@@ -289,17 +429,29 @@ static List *states = NIL;		/* MirrorState of every mirror seen */
 static void
 worker_exit(int code, Datum arg)
 {
+	Latch	   *launcher = NULL;
+
 	if (my_slot == NULL)
 		return;
+
 	LWLockAcquire(chroma_shared->lock, LW_EXCLUSIVE);
 	if (my_slot->pid == MyProcPid)
 	{
 		my_slot->pid = 0;
 		my_slot->latch = NULL;
 		my_slot->busy_mirror = 0;
+		/* terminated or failed: the launcher starts another (whoever started this one) */
+		if (my_slot->state == DBW_RUNNING)
+		{
+			my_slot->state = DBW_IDLE;
+			my_slot->next_start = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), 1000);
+		}
+		launcher = chroma_shared->launcher_latch;
 	}
 	LWLockRelease(chroma_shared->lock);
 	ConditionVariableBroadcast(&chroma_shared->progress_cv);
+	if (launcher)
+		SetLatch(launcher);
 }
 
 /* Exits until woken again, unless a wake-up came in since the mirrors were read. */
