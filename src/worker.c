@@ -234,6 +234,8 @@ static bool
 start_worker(DbWorkerSlot *slot, int index)
 {
 	BackgroundWorker bgw;
+	MemoryContext old;
+	bool		ok;
 
 	memset(&bgw, 0, sizeof(bgw));
 	bgw.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
@@ -245,7 +247,11 @@ start_worker(DbWorkerSlot *slot, int index)
 	snprintf(bgw.bgw_type, BGW_MAXLEN, "chroma_sync worker");
 	bgw.bgw_main_arg = ObjectIdGetDatum(slot->dboid);
 	bgw.bgw_notify_pid = MyProcPid;
-	return RegisterDynamicBackgroundWorker(&bgw, &handles[index]);
+	/* the handle outlives the pass (whose memory is reset) */
+	old = MemoryContextSwitchTo(TopMemoryContext);
+	ok = RegisterDynamicBackgroundWorker(&bgw, &handles[index]);
+	MemoryContextSwitchTo(old);
+	return ok;
 }
 
 /* Whether a live process holds the slot (caller holds the lock). */

@@ -67,6 +67,27 @@ is($node->safe_psql('db3', "SELECT chroma_flush('t', interval '60 seconds')"), '
 is($node->safe_psql('db3', "SELECT rows, missing, extra, different FROM chroma_verify('t')"),
 	'21|0|0|0', 'db3: chroma_verify reports 21 rows, none missing, extra or different');
 
+# names are matched exactly as written: a mixed-case database is selected by its name,
+# an entry that names no database is logged
+$node->safe_psql('postgres', 'CREATE DATABASE "RT2Mixed"');
+$node->safe_psql('RT2Mixed', q{
+CREATE EXTENSION chroma_sync;
+CREATE TABLE t (id int PRIMARY KEY, embedding real[]);
+INSERT INTO t SELECT g, ARRAY[g, 1, 2]::real[] FROM generate_series(1, 5) g;
+SELECT chroma_delete_collection('cs_t024_mixed', true);
+SELECT chroma_mirror('t', collection => 'cs_t024_mixed');});
+my $log1 = log_offset($node);
+set_conf($node, 'chroma_sync.worker_databases', 'postgres, RT2Mixed ,nosuchdb');
+ok(poll_query($node, $workers_sql, 'RT2Mixed,postgres', 60),
+	"worker_databases = 'postgres, RT2Mixed ,nosuchdb': the mixed-case database gets its worker");
+is($node->safe_psql('RT2Mixed', "SELECT chroma_flush('t', interval '60 seconds')"), 't',
+	'RT2Mixed: its mirror is flushed');
+ok(wait_for('the log names nosuchdb', 10, sub {
+	slurp_file($node->logfile, $log1) =~ /worker_databases names "nosuchdb", which is no database/ }),
+	'an entry that names no database is logged');
+set_conf($node, 'chroma_sync.worker_databases', '"RT2Mixed",postgres');
+ok(poll_query($node, $workers_sql, 'RT2Mixed,postgres', 60), 'a quoted name selects the same database');
+
 assert_no_crash($node, $log0);
 $node->stop;
 done_testing();
