@@ -460,6 +460,7 @@ read_drain_batch(Pipeline *p, Flight *f)
 					b->nqids = 1;
 					MemoryContextSwitchTo(old);
 					sync_end_txn();
+					sync_flush_wal_of_read();	/* the TRUNCATE itself must be durable */
 					return DRAIN_BARRIER;
 				}
 				break;			/* entries after a TRUNCATE wait for it */
@@ -537,6 +538,7 @@ read_drain_batch(Pipeline *p, Flight *f)
 	sync_read_rows(m, b, f->ctx);
 	sync_remember_keys_and_dimension(m, b, GetMemoryChunkContext(m));
 	sync_end_txn();
+	sync_flush_wal_of_read();
 	chroma_http_pump();
 	return DRAIN_BATCH;
 }
@@ -585,6 +587,7 @@ read_backfill_batch(Pipeline *p, Flight *f, const char *after)
 	b->rows_read = b->n;		/* rows with an embedding: what backfill_total counts */
 	sync_remember_keys_and_dimension(m, b, GetMemoryChunkContext(m));
 	sync_end_txn();
+	sync_flush_wal_of_read();
 	chroma_http_pump();
 	return n;
 }
@@ -817,6 +820,7 @@ reconcile(MirrorConfig *m, MirrorState *st, TimestampTz *wake_at)
 			}
 		}
 		sync_end_txn();
+		sync_flush_wal_of_read();	/* a DELETE seen must not come back after a crash */
 
 		if (extra != NIL)
 		{

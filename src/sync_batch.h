@@ -86,6 +86,8 @@ extern bool sync_clear_collection(MirrorConfig *m, SendResult *res);
 extern MemoryContext sync_txn_caller_ctx;
 extern void sync_begin_txn(void);
 extern void sync_end_txn(void);
+/* Call after a read, before sending what it read (see sync_txn.c). */
+extern void sync_flush_wal_of_read(void);
 /* Runs a statement through SPI; any other result than expect is an ERROR. */
 extern void sync_exec(const char *sql, int nargs, Oid *types, Datum *values,
 					  const char *nulls, int expect);

@@ -6,6 +6,7 @@
 #include "postgres.h"
 
 #include "access/xact.h"
+#include "access/xlog.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "utils/array.h"
@@ -36,6 +37,18 @@ sync_end_txn(void)
 	PopActiveSnapshot();
 	CommitTransactionCommand();
 	MemoryContextSwitchTo(sync_txn_caller_ctx);
+}
+
+/*
+ * Every commit a read saw is in the WAL before the insert position after it: flushing
+ * up to there means nothing sent can be undone by a crash (a writer with
+ * synchronous_commit = off commits before its WAL is on disk). Usually a no-op: the
+ * WAL writer or a synchronous commit got there first.
+ */
+void
+sync_flush_wal_of_read(void)
+{
+	XLogFlush(GetXLogInsertRecPtr());
 }
 
 void
