@@ -22,6 +22,7 @@ OBJS = \
 	src/sync_send.o \
 	src/sync_rows.o \
 	src/sync_txn.o \
+	src/sync_unknown.o \
 	src/worker.o \
 	src/verify.o \
 	src/ddl.o \

@@ -38,6 +38,7 @@
 #include "mirror_config.h"
 #include "ownership.h"
 #include "shared.h"
+#include "sync.h"
 #include "trigger.h"
 
 PG_FUNCTION_INFO_V1(chroma_mirror);
@@ -700,6 +701,7 @@ chroma_unmirror(PG_FUNCTION_ARGS)
 					  m->mirror_id, qualified_name(relid)), 0, NULL, NULL, SPI_OK_UTILITY);
 	spi_exec("DELETE FROM chroma_sync.queue WHERE mirror_id = $1", 1, types, values, SPI_OK_DELETE);
 	spi_exec("DELETE FROM chroma_sync.failed WHERE mirror_id = $1", 1, types, values, SPI_OK_DELETE);
+	sync_unknown_forget_mirror(m->mirror_id);
 	spi_exec("DELETE FROM chroma_sync.mirror WHERE mirror_id = $1", 1, types, values, SPI_OK_DELETE);
 	SPI_finish();
 	chroma_restore_user(&su);

@@ -146,7 +146,10 @@ finish_batch(MirrorConfig *m, MirrorState *st, Batch *b, SendResult *res, bool b
 		sync_exec("DELETE FROM chroma_sync.failed WHERE mirror_id = $1 AND id = ANY ($2)",
 			 2, t2, values, NULL, SPI_OK_DELETE);
 	}
-	/* keys whose earlier request may still be applied late: send their state again */
+	/*
+	 * Keys whose earlier request may still be applied late, not in chroma_sync.resend
+	 * (it does not exist before 0.5): send their state again after this success.
+	 */
 	if (st->unknown_keys != NIL)
 	{
 		Datum		values[2] = {Int32GetDatum(m->mirror_id), sync_text_array(st->unknown_keys)};
@@ -203,11 +206,13 @@ send_failed(MirrorConfig *m, MirrorState *st, Batch *b, SendResult *res, Timesta
 	}
 	if (res->outcome_unknown)
 	{
-		MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
+		ListCell   *lc;
 
 		for (int i = 0; i < b->n; i++)
-			st->unknown_keys = lappend(st->unknown_keys, pstrdup(b->recs[i].key));
-		MemoryContextSwitchTo(old);
+			sync_unknown_add(st, b->recs[i].key);
+		foreach(lc, res->unknown_ids)
+			sync_unknown_add(st, (const char *) lfirst(lc));
+		sync_unknown_persist(st);
 	}
 	record_error(m, res->message, false);
 	back_off(st, wake_at);
@@ -297,15 +302,13 @@ stop_requested(MirrorConfig *m)
 	return stop;
 }
 
-/* Keys of requests that may reach Chroma late: sent again after the next success. */
+/* Keys of requests that may reach Chroma late: sent again once that cannot happen. */
 static void
 remember_unknown(MirrorState *st, Batch *b)
 {
-	MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
-
 	for (int i = 0; i < b->n; i++)
-		st->unknown_keys = lappend(st->unknown_keys, pstrdup(b->recs[i].key));
-	MemoryContextSwitchTo(old);
+		sync_unknown_add(st, b->recs[i].key);
+	sync_unknown_persist(st);
 }
 
 /*
@@ -848,6 +851,8 @@ reconcile(MirrorConfig *m, MirrorState *st, TimestampTz *wake_at)
 				memset(&b, 0, sizeof(b));
 				if (res.outcome == SEND_OK)
 					res.outcome = SEND_RETRY;
+				/* a late delete could remove a row written since: resend those ids */
+				res.unknown_ids = extra;
 				return send_failed(m, st, &b, &res, wake_at);
 			}
 			deleted += list_length(extra);
@@ -928,6 +933,10 @@ sync_mirror_step(MirrorConfig *m, MirrorState *st, TimestampTz *wake_at)
 	}
 	if (!ensure_collection(m, st, wake_at))
 		return true;
+	sync_unknown_persist(st);	/* what an earlier step could not write */
+	sync_unknown_requeue(st);
+	if (st->resend_at != 0 && (*wake_at == 0 || st->resend_at < *wake_at))
+		*wake_at = st->resend_at;
 	if (!m->backfill_done)
 		more |= run_pipeline(m, st, wake_at, true);
 	if (st->next_attempt == 0 || GetCurrentTimestamp() >= st->next_attempt)

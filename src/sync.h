@@ -18,7 +18,9 @@ typedef struct MirrorState
 	int			mirror_id;
 	TimestampTz next_attempt;	/* backoff: not before */
 	int			failures;		/* consecutive transient failures */
-	List	   *unknown_keys;	/* outcome-unknown keys to resend after the next success */
+	List	   *unknown_keys;	/* outcome-unknown keys not yet in chroma_sync.resend */
+	bool		resend_checked; /* chroma_sync.resend looked at since the worker started */
+	TimestampTz resend_at;		/* when its earliest key is due; 0: none */
 	TimestampTz owner_checked_at;	/* last check of the collection's owner */
 	void	   *pipeline;		/* the step's batches in flight (sync.c) */
 } MirrorState;
@@ -41,5 +43,16 @@ extern bool sync_mirror_step(MirrorConfig *m, MirrorState *st, TimestampTz *wake
  * memory is reset.
  */
 extern void sync_abandon(MirrorState *st);
+
+/* ---- outcome-unknown keys (sync_unknown.c) ---- */
+
+/* Remembers a key of a request whose outcome is unknown (in memory until persisted). */
+extern void sync_unknown_add(MirrorState *st, const char *key);
+/* Writes the remembered keys to chroma_sync.resend (outside a transaction). */
+extern void sync_unknown_persist(MirrorState *st);
+/* Queues the keys that are due again (outside a transaction). */
+extern void sync_unknown_requeue(MirrorState *st);
+/* Drops a removed mirror's keys (in a transaction, SPI connected). */
+extern void sync_unknown_forget_mirror(int mirror_id);
 
 #endif							/* CHROMA_SYNC_SYNC_H */

@@ -47,6 +47,7 @@ typedef struct SendResult
 	bool		collection_gone;	/* 404: look the collection up again on resume */
 	char	   *message;
 	uint64		acknowledged;
+	List	   *unknown_ids;	/* ids of a delete whose outcome is unknown (not the batch's) */
 } SendResult;
 
 /*

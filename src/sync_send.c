@@ -36,7 +36,9 @@ sync_classify(ChromaResponse *resp, SendResult *res)
 			return (SendOutcome) -1;	/* caller bisects */
 		default:
 			res->outcome = SEND_RETRY;
-			res->outcome_unknown |= resp->http.outcome_unknown;
+			/* a proxy's 502/504, or a 500, may come while Chroma goes on with the request */
+			res->outcome_unknown |= resp->http.outcome_unknown ||
+				resp->http.status == 500 || resp->http.status == 502 || resp->http.status == 504;
 			res->message = resp->http.curl_code != 0
 				? psprintf("%s: %s", chroma_base_url(), resp->message ? resp->message : "transport error")
 				: psprintf("HTTP %ld %s: %s", resp->http.status,
@@ -329,6 +331,9 @@ sync_clear_collection(MirrorConfig *m, SendResult *res)
 		{
 			if (res->outcome == SEND_OK)
 				res->outcome = SEND_RETRY;
+			/* applied late, this delete could remove rows written after the TRUNCATE */
+			for (int i = 0; i < rows.n && res->outcome_unknown; i++)
+				res->unknown_ids = lappend(res->unknown_ids, rows.ids[i]);
 			return false;
 		}
 		res->acknowledged += rows.n;

@@ -536,6 +536,8 @@ load_mirrors(bool *have_extension)
 			{
 				SPI_connect();
 				SPI_execute(sql, false, 0);
+				if (get_rel_name(m->relid) == NULL)
+					sync_unknown_forget_mirror(m->mirror_id);
 				SPI_finish();
 				m->paused = true;
 			}

@@ -1,0 +1,108 @@
+#!/usr/bin/perl
+# A loopback HTTP proxy in front of a real Chroma server that, when armed, answers the
+# next record write with 504 at once and forwards that request to Chroma only DELAY
+# seconds later: the behaviour of a gateway that times out while the server goes on
+# (the write is applied after the client has given up on it).
+#
+#   late_proxy.pl UPSTREAM_PORT PORT_FILE ARM_FILE DELAY
+#
+# Every request is forwarded to 127.0.0.1:UPSTREAM_PORT and its answer relayed
+# (Connection: close). While ARM_FILE exists, the next POST to .../upsert removes it and
+# gets the late 504 treatment. SIGTERM stops everything.
+use strict;
+use warnings;
+use IO::Socket::INET;
+
+my ($upstream, $port_file, $arm_file, $delay) = @ARGV;
+die "usage: $0 UPSTREAM_PORT PORT_FILE ARM_FILE DELAY\n" unless defined $delay;
+
+my $listener = IO::Socket::INET->new(
+	LocalAddr => '127.0.0.1',
+	LocalPort => 0,
+	Proto => 'tcp',
+	Listen => 64,
+	ReuseAddr => 1) or die "listen: $!\n";
+open(my $pf, '>', "$port_file.tmp") or die "$port_file.tmp: $!\n";
+print $pf $listener->sockport, "\n";
+close($pf);
+rename("$port_file.tmp", $port_file) or die "rename: $!\n";
+
+my @children;
+$SIG{TERM} = sub { kill 'KILL', @children; exit 0; };
+$SIG{CHLD} = 'IGNORE';
+
+while (1)
+{
+	my $conn = $listener->accept or next;
+	my ($method, $path, $head, $body) = read_request($conn);
+	unless (defined $method)
+	{
+		close($conn);
+		next;
+	}
+	# decided in the parent, so exactly one request takes the armed file
+	my $late = $method eq 'POST' && $path =~ m{/upsert$} && unlink($arm_file);
+	my $pid = fork();
+	die "fork: $!\n" unless defined $pid;
+	if ($pid == 0)
+	{
+		$SIG{TERM} = 'DEFAULT';
+		close($listener);
+		if ($late)
+		{
+			my $json = '{"error":"GatewayTimeout","message":"the gateway gave up"}';
+			syswrite($conn, "HTTP/1.1 504 Gateway Timeout\r\nContent-Type: application/json\r\n"
+				  . "Connection: close\r\nContent-Length: " . length($json) . "\r\n\r\n$json");
+			close($conn);
+			sleep $delay;
+			forward($method, $path, $head, $body);
+			exit 0;
+		}
+		syswrite($conn, forward($method, $path, $head, $body));
+		close($conn);
+		exit 0;
+	}
+	push @children, $pid;
+	close($conn);
+}
+
+sub read_request
+{
+	my ($conn) = @_;
+	my $buf = '';
+	my $end;
+	until (($end = index($buf, "\r\n\r\n")) >= 0)
+	{
+		my $n = sysread($conn, $buf, 65536, length $buf);
+		return if !$n;
+	}
+	my $head = substr($buf, 0, $end);
+	substr($buf, 0, $end + 4) = '';
+	my ($method, $path) = $head =~ m{^(\S+) (\S+)};
+	my ($len) = $head =~ m{^content-length:\s*(\d+)}mi;
+	$len //= 0;
+	while (length $buf < $len)
+	{
+		my $n = sysread($conn, $buf, 1 << 20, length $buf);
+		return if !$n;
+	}
+	return ($method, $path, $head, substr($buf, 0, $len));
+}
+
+# Sends the request to Chroma and returns its whole answer, made Connection: close.
+sub forward
+{
+	my ($method, $path, $head, $body) = @_;
+	my $up = IO::Socket::INET->new(PeerAddr => '127.0.0.1', PeerPort => $upstream, Proto => 'tcp')
+	  or return "HTTP/1.1 502 Bad Gateway\r\nConnection: close\r\nContent-Length: 0\r\n\r\n";
+	my @lines = grep { !/^(connection|keep-alive|content-length|expect):/i } split /\r\n/, $head;
+	shift @lines;
+	syswrite($up, join("\r\n", "$method $path HTTP/1.1", @lines, 'Connection: close',
+			'Content-Length: ' . length($body)) . "\r\n\r\n" . $body);
+	my $resp = '';
+	while (sysread($up, $resp, 1 << 20, length $resp)) { }
+	close($up);
+	$resp =~ s/\r\nConnection: keep-alive//i;
+	$resp =~ s/\r\n\r\n/\r\nConnection: close\r\n\r\n/ unless $resp =~ /\r\nConnection: close/i;
+	return $resp;
+}

@@ -1,0 +1,68 @@
+# Outcome-unknown requests: a gateway answers an upsert 504 at once and delivers it to
+# Chroma 3 s later, after the worker has sent a newer state of the row. The worker must
+# treat 504 as "may still be applied", keep the key in chroma_sync.resend (a table: the
+# worker is terminated meanwhile) and send the row's state again once the request
+# timeout has passed, so the late stale write does not win.
+use strict;
+use warnings;
+
+use FindBin;
+use lib $FindBin::RealBin;
+use ChromaSyncTest;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(sleep time);
+
+my $dir = PostgreSQL::Test::Utils::tempdir();
+my $arm = "$dir/arm";
+my $proxy_pid = fork();
+die "fork: $!" unless defined $proxy_pid;
+if ($proxy_pid == 0)
+{
+	exec('perl', "$ENV{CHROMA_SYNC_ROOT}/test/lib/late_proxy.pl", $ENV{CHROMA_PORT}, "$dir/port", $arm, 3)
+	  or die "exec: $!";
+}
+wait_for('the proxy listens', 10, sub { -s "$dir/port" }) or BAIL_OUT('the proxy did not start');
+my $pport = slurp_file("$dir/port");
+chomp $pport;
+END { kill 'TERM', $proxy_pid if $proxy_pid; }
+
+my $coll = 'cs_t027';
+my $node = new_node('outcome_unknown',
+	conf => "chroma_sync.url = 'http://127.0.0.1:$pport'\nchroma_sync.timeout = 6000\n");
+my $log0 = log_offset($node);
+$node->safe_psql('postgres', 'CREATE TABLE d (id int PRIMARY KEY, embedding real[])');
+$node->safe_psql('postgres', 'INSERT INTO d SELECT i, ARRAY[i, 0, 0] FROM generate_series(1, 10) i');
+fresh_collection($node, $coll);
+$node->safe_psql('postgres', "SELECT chroma_mirror('d', collection => '$coll')");
+is($node->safe_psql('postgres', "SELECT chroma_flush('d', interval '60 seconds')"), 't', 'backfilled');
+
+sub chroma_embedding
+{
+	return $node->safe_psql('postgres', "SELECT embedding::text FROM chroma_get('$coll', ARRAY['1'])");
+}
+
+# the stale write: state 1 goes out through the armed gateway
+open(my $fh, '>', $arm) or die;
+close($fh);
+$node->safe_psql('postgres', 'UPDATE d SET embedding = ARRAY[1, 1, 1] WHERE id = 1');
+ok(wait_for('the 504', 20, sub { !-e $arm }), 'the upsert of state 1 got the late 504');
+ok(poll_query($node, "SELECT count(*) FROM chroma_sync.resend WHERE key = '1'", '1', 10),
+	'key 1 is kept in chroma_sync.resend');
+
+# the worker goes: what it remembered must not go with it
+my $w = worker_pid($node);
+$node->safe_psql('postgres', "SELECT pg_terminate_backend($w)");
+$node->safe_psql('postgres', 'UPDATE d SET embedding = ARRAY[2, 2, 2] WHERE id = 1');
+is($node->safe_psql('postgres', "SELECT chroma_flush('d', interval '30 seconds')", timeout => 40), 't',
+	'state 2 is flushed');
+# the gateway delivers state 1 now (3 s after the 504)
+ok(wait_for('the late write of state 1', 10, sub { chroma_embedding() eq '{1,1,1}' }),
+	'the late request of state 1 reached Chroma after state 2 (the stale write happened)');
+ok(wait_for('state 2 sent again', 20, sub { chroma_embedding() eq '{2,2,2}' }),
+	'the key was sent again after the request timeout: Chroma holds state 2');
+ok(poll_query($node, "SELECT count(*) FROM chroma_sync.resend", '0', 20), 'chroma_sync.resend is empty again');
+is($node->safe_psql('postgres', "SELECT chroma_flush('d', interval '30 seconds')"), 't', 'flushed');
+is($node->safe_psql('postgres', "SELECT rows, missing, extra, different FROM chroma_verify('d')"),
+	'10|0|0|0', 'chroma_verify: the collection equals the table');
+finish($node, $log0);
