@@ -26,6 +26,7 @@ OBJS = \
 	src/worker.o \
 	src/verify.o \
 	src/ddl.o \
+	src/utility_hook.o \
 	src/ownership.o \
 	src/progress.o
 

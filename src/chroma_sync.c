@@ -5,11 +5,9 @@
 
 #include <sys/stat.h>
 
-#include "commands/dbcommands.h"
 #include "fmgr.h"
 #include "miscadmin.h"
 #include "storage/fd.h"
-#include "tcop/utility.h"
 #include "utils/guc.h"
 #include "utils/memutils.h"
 
@@ -303,30 +301,6 @@ redact_api_key(ErrorData *edata)
 		prev_emit_log_hook(edata);
 }
 
-static ProcessUtility_hook_type prev_process_utility = NULL;
-
-/* DROP DATABASE must not wait on our worker: stop it first. */
-static void
-chroma_process_utility(PlannedStmt *pstmt, const char *queryString, bool readOnlyTree,
-					   ProcessUtilityContext context, ParamListInfo params,
-					   QueryEnvironment *queryEnv, DestReceiver *dest, QueryCompletion *qc)
-{
-	if (IsA(pstmt->utilityStmt, DropdbStmt))
-	{
-		DropdbStmt *stmt = (DropdbStmt *) pstmt->utilityStmt;
-		Oid			dboid = get_database_oid(stmt->dbname, true);
-
-		if (OidIsValid(dboid))
-			chroma_stop_worker_for_drop(dboid);
-	}
-	if (prev_process_utility)
-		prev_process_utility(pstmt, queryString, readOnlyTree, context, params,
-							 queryEnv, dest, qc);
-	else
-		standard_ProcessUtility(pstmt, queryString, readOnlyTree, context, params,
-								queryEnv, dest, qc);
-}
-
 void
 _PG_init(void)
 {
@@ -334,8 +308,7 @@ _PG_init(void)
 	chroma_trigger_init();
 	prev_emit_log_hook = emit_log_hook;
 	emit_log_hook = redact_api_key;
-	prev_process_utility = ProcessUtility_hook;
-	ProcessUtility_hook = chroma_process_utility;
+	chroma_utility_hook_init();
 	if (process_shared_preload_libraries_in_progress)
 	{
 		chroma_shmem_install_hooks();

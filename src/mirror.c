@@ -637,37 +637,59 @@ set_stop_mirror(int mirror_id, int value)
 	LWLockRelease(chroma_shared->lock);
 }
 
+/* The mirror whose worker was asked to leave it, until this transaction ends. */
+static int	stop_asked_for = 0;
+static bool stop_callback_registered = false;
+
+static void
+clear_stop_at_xact_end(XactEvent event, void *arg)
+{
+	if (stop_asked_for == 0)
+		return;
+	if (event == XACT_EVENT_COMMIT || event == XACT_EVENT_ABORT ||
+		event == XACT_EVENT_PARALLEL_COMMIT || event == XACT_EVENT_PARALLEL_ABORT ||
+		event == XACT_EVENT_PREPARE)
+	{
+		set_stop_mirror(stop_asked_for, 0);
+		stop_asked_for = 0;
+	}
+}
+
 /*
- * Waits until no worker has a batch of this mirror in flight. The worker is asked to
- * stop: it would otherwise wait for the locks this transaction holds.
+ * Asks the worker to leave this mirror until the transaction ends, and waits until it
+ * has no batch of it in flight. Called before any lock on the table or the mirror row is
+ * taken: the worker finishing its batch needs both, so waiting while holding them would
+ * only wait out the timeout.
  */
 static void
 wait_for_inflight(int mirror_id)
 {
-	set_stop_mirror(mirror_id, mirror_id);
-	PG_TRY();
+	if (!stop_callback_registered)
 	{
-		for (int i = 0; i < 600; i++)
-		{
-			bool		busy = false;
+		RegisterXactCallback(clear_stop_at_xact_end, NULL);
+		stop_callback_registered = true;
+	}
+	if (stop_asked_for == 0)
+	{
+		set_stop_mirror(mirror_id, mirror_id);
+		stop_asked_for = mirror_id;
+	}
+	for (int i = 0; i < 600; i++)
+	{
+		bool		busy = false;
 
-			LWLockAcquire(chroma_shared->lock, LW_SHARED);
-			for (int s = 0; s < CHROMA_MAX_DATABASES; s++)
-				if (chroma_shared->slots[s].dboid == MyDatabaseId &&
-					chroma_shared->slots[s].busy_mirror == mirror_id)
-					busy = true;
-			LWLockRelease(chroma_shared->lock);
-			if (!busy)
-				break;
-			ConditionVariableTimedSleep(&chroma_shared->progress_cv, 100, PG_WAIT_EXTENSION);
-		}
-		ConditionVariableCancelSleep();
+		LWLockAcquire(chroma_shared->lock, LW_SHARED);
+		for (int s = 0; s < CHROMA_MAX_DATABASES; s++)
+			if (chroma_shared->slots[s].dboid == MyDatabaseId &&
+				chroma_shared->slots[s].busy_mirror == mirror_id)
+				busy = true;
+		LWLockRelease(chroma_shared->lock);
+		if (!busy)
+			break;
+		ConditionVariableTimedSleep(&chroma_shared->progress_cv, 100, PG_WAIT_EXTENSION);
+		CHECK_FOR_INTERRUPTS();
 	}
-	PG_FINALLY();
-	{
-		set_stop_mirror(mirror_id, 0);
-	}
-	PG_END_TRY();
+	ConditionVariableCancelSleep();
 }
 
 Datum
@@ -681,6 +703,12 @@ chroma_unmirror(PG_FUNCTION_ARGS)
 	Datum		values[1];
 
 	relid = owned_source(fcinfo);
+
+	/* the worker leaves the mirror first, while we hold no lock it could wait for */
+	chroma_become_extension_owner(&su);
+	m = mirror_lookup(relid, optional_text(fcinfo, 2));
+	chroma_restore_user(&su);
+	wait_for_inflight(m->mirror_id);
 
 	/*
 	 * The table first, then the mirror row: a worker's transaction reads the table and
@@ -705,8 +733,6 @@ chroma_unmirror(PG_FUNCTION_ARGS)
 	spi_exec("DELETE FROM chroma_sync.mirror WHERE mirror_id = $1", 1, types, values, SPI_OK_DELETE);
 	SPI_finish();
 	chroma_restore_user(&su);
-
-	wait_for_inflight(m->mirror_id);
 	chroma_bump_config();
 
 	if (drop_collection)

@@ -923,7 +923,7 @@ sync_mirror_step(MirrorConfig *m, MirrorState *st, TimestampTz *wake_at)
 {
 	bool		more = false;
 
-	if (m->paused)
+	if (m->paused || stop_requested(m))
 		return false;
 	if (st->next_attempt != 0 && GetCurrentTimestamp() < st->next_attempt)
 	{

@@ -12,4 +12,7 @@ extern void chroma_register_launcher(void);
 /* Stops the worker of a database about to be dropped, and waits for it to exit. */
 extern void chroma_stop_worker_for_drop(Oid dboid);
 
+/* Installs the utility hook that frees a database of its worker (utility_hook.c). */
+extern void chroma_utility_hook_init(void);
+
 #endif							/* CHROMA_SYNC_WORKER_H */
