@@ -160,9 +160,9 @@ finish_batch(MirrorConfig *m, MirrorState *st, Batch *b, SendResult *res, bool b
 		st->unknown_keys = NIL;
 	}
 	{
-		Oid			types[5] = {INT4OID, INT8OID, BOOLOID, TEXTOID, INT8OID};
-		Datum		values[5];
-		char		nulls[5] = {' ', ' ', ' ', ' ', ' '};
+		Oid			types[6] = {INT4OID, INT8OID, BOOLOID, TEXTOID, INT8OID, TEXTOID};
+		Datum		values[6];
+		char		nulls[6] = {' ', ' ', ' ', ' ', ' ', ' '};
 
 		values[0] = Int32GetDatum(m->mirror_id);
 		values[1] = Int64GetDatum((int64) res->acknowledged);
@@ -171,12 +171,22 @@ finish_batch(MirrorConfig *m, MirrorState *st, Batch *b, SendResult *res, bool b
 		if (b->last_key == NULL)
 			nulls[3] = 'n';
 		values[4] = Int64GetDatum(b->rows_read);
+		values[5] = b->page_after ? CStringGetTextDatum(b->page_after) : (Datum) 0;
+		if (b->page_after == NULL)
+			nulls[5] = 'n';
+
+		/*
+		 * The watermark moves only from where this page started: a chroma_resync (or
+		 * adopt) that restarted the backfill meanwhile is not undone by this stale page.
+		 */
 		sync_exec("UPDATE chroma_sync.mirror SET synced = synced + $2, last_sync_at = pg_catalog.now(), "
 			 "in_error = false, "
-			 "backfill_after = CASE WHEN $3 THEN COALESCE($4, backfill_after) ELSE backfill_after END, "
-			 "backfill_sent = CASE WHEN $3 THEN backfill_sent + $5 ELSE backfill_sent END "
+			 "backfill_after = CASE WHEN $3 AND backfill_after IS NOT DISTINCT FROM $6 "
+			 "THEN COALESCE($4, backfill_after) ELSE backfill_after END, "
+			 "backfill_sent = CASE WHEN $3 AND backfill_after IS NOT DISTINCT FROM $6 "
+			 "THEN backfill_sent + $5 ELSE backfill_sent END "
 			 "WHERE mirror_id = $1",
-			 5, types, values, nulls, SPI_OK_UPDATE);
+			 6, types, values, nulls, SPI_OK_UPDATE);
 	}
 	sync_end_txn();
 	st->failures = 0;
@@ -221,7 +231,8 @@ send_failed(MirrorConfig *m, MirrorState *st, Batch *b, SendResult *res, Timesta
 
 /* ---- the steps ---- */
 
-static bool reconcile(MirrorConfig *m, MirrorState *st, TimestampTz *wake_at);
+static bool reconcile(MirrorConfig *m, MirrorState *st, TimestampTz *wake_at, const char *last_key);
+static void backfill_done(MirrorConfig *m, const char *last_key, const char *set_sql);
 
 /* ---- the pipeline ---- */
 
@@ -577,6 +588,7 @@ read_backfill_batch(Pipeline *p, Flight *f, const char *after)
 					  "WHERE mirror_id = %d", total, m->mirror_id),
 			 0, NULL, NULL, NULL, SPI_OK_UPDATE);
 	}
+	b->page_after = after ? MemoryContextStrdup(f->ctx, after) : NULL;
 	n = sync_read_page(m, b, after, limit, f->ctx);
 	{
 		/* rows without an embedding (or gone since) are not sent during a backfill */
@@ -751,19 +763,34 @@ run_pipeline(MirrorConfig *m, MirrorState *st, TimestampTz *wake_at, bool backfi
 	if (backfill && last_page)
 	{
 		if (m->reconcile)
-			return reconcile(m, st, wake_at);
+			return reconcile(m, st, wake_at, after_key);
 		sync_begin_txn();
-		sync_exec(psprintf("UPDATE chroma_sync.mirror SET backfill_done = true WHERE mirror_id = %d",
-					  m->mirror_id), 0, NULL, NULL, NULL, SPI_OK_UPDATE);
+		backfill_done(m, after_key, "backfill_done = true");
 		sync_end_txn();
 		chroma_report_progress();
 	}
 	return backfill || !exhausted || batches >= PIPELINE_MAX_BATCHES;
 }
 
+/*
+ * Marks the backfill done (set_sql: what to set) unless it was restarted meanwhile: the
+ * watermark is still where this worker's last page left it (within a transaction).
+ */
+static void
+backfill_done(MirrorConfig *m, const char *last_key, const char *set_sql)
+{
+	Oid			types[2] = {INT4OID, TEXTOID};
+	Datum		values[2] = {Int32GetDatum(m->mirror_id), last_key ? CStringGetTextDatum(last_key) : (Datum) 0};
+	char		nulls[2] = {' ', last_key ? ' ' : 'n'};
+
+	sync_exec(psprintf("UPDATE chroma_sync.mirror SET %s WHERE mirror_id = $1 "
+					   "AND backfill_after IS NOT DISTINCT FROM $2", set_sql),
+			  2, types, values, nulls, SPI_OK_UPDATE);
+}
+
 /* Deletes collection ids that the table lacks (after a backfill or resync). */
 static bool
-reconcile(MirrorConfig *m, MirrorState *st, TimestampTz *wake_at)
+reconcile(MirrorConfig *m, MirrorState *st, TimestampTz *wake_at, const char *last_key)
 {
 	int			offset = 0;
 	const int	page = 1000;
@@ -863,13 +890,8 @@ reconcile(MirrorConfig *m, MirrorState *st, TimestampTz *wake_at)
 	}
 
 	sync_begin_txn();
-	{
-		Oid			types[2] = {INT4OID, INT8OID};
-		Datum		values[2] = {Int32GetDatum(m->mirror_id), Int64GetDatum((int64) deleted)};
-
-		sync_exec("UPDATE chroma_sync.mirror SET reconcile = false, backfill_done = true, "
-			 "synced = synced + $2 WHERE mirror_id = $1", 2, types, values, NULL, SPI_OK_UPDATE);
-	}
+	backfill_done(m, last_key, psprintf("reconcile = false, backfill_done = true, synced = synced + " UINT64_FORMAT,
+										deleted));
 	sync_end_txn();
 	chroma_report_progress();
 	return true;

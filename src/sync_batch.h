@@ -30,6 +30,7 @@ typedef struct Batch
 	int			dim;
 	List	   *new_keys;		/* metadata keys seen for the first time */
 	char	   *last_key;		/* backfill: watermark after this page */
+	char	   *page_after;		/* backfill: the watermark the page was read after */
 	int			rows_read;
 } Batch;
 
