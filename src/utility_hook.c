@@ -18,6 +18,7 @@
 #include "utils/syscache.h"
 
 #include "pg_compat.h"
+#include "shared.h"
 #include "worker.h"
 
 static ProcessUtility_hook_type prev_process_utility = NULL;
@@ -102,6 +103,14 @@ chroma_process_utility(PlannedStmt *pstmt, const char *queryString, bool readOnl
 	else
 		standard_ProcessUtility(pstmt, queryString, readOnlyTree, context, params,
 								queryEnv, dest, qc);
+
+	/*
+	 * COMMIT PREPARED commits changes queued by the session that prepared them (which
+	 * never committed, so never woke the worker): wake it now.
+	 */
+	if (IsA(pstmt->utilityStmt, TransactionStmt) &&
+		((TransactionStmt *) pstmt->utilityStmt)->kind == TRANS_STMT_COMMIT_PREPARED)
+		chroma_wake_running_worker(MyDatabaseId);
 }
 
 void

@@ -15,7 +15,7 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(time sleep);
 
-my $node = new_node('unmirror_no_wait');
+my $node = new_node('unmirror_no_wait', conf => "max_prepared_transactions = 5\n");
 my $log0 = log_offset($node);
 make_table($node, 'docs', rows => 50, dim => 4);
 fresh_collection($node, 'cs_t028');
@@ -85,5 +85,16 @@ ok(poll_query($node, "SELECT count(*) FROM pg_stat_activity WHERE backend_type =
 $node->safe_psql('t028b', "INSERT INTO t VALUES (6, '{6,1}')");
 is($node->safe_psql('t028b', "SELECT chroma_flush('t', interval '60 seconds')"), 't', 'and it syncs');
 $node->safe_psql('postgres', 'DROP DATABASE t028c');
+
+# COMMIT PREPARED wakes the worker (the session that prepared never committed): the
+# change is in Chroma long before the worker's 10 s idle wait ends
+$node->safe_psql('t028b', "SELECT chroma_flush('t', interval '60 seconds')");
+sleep 1;
+$node->safe_psql('t028b', "BEGIN; INSERT INTO t VALUES (7, '{7,1}'); PREPARE TRANSACTION 'p028'");
+$t0 = time();
+$node->safe_psql('t028b', "COMMIT PREPARED 'p028'");
+ok(wait_for('row 7 in Chroma', 4, sub {
+	$node->safe_psql('t028b', "SELECT count(*) FROM chroma_get('cs_t028_db', ARRAY['7'])") eq '1' }),
+	sprintf('COMMIT PREPARED: the change reached Chroma in %.1f s, without chroma_flush', time() - $t0));
 $node->safe_psql('t028b', "SELECT chroma_unmirror('t', drop_collection => true)");
 finish($node, $log0);
