@@ -578,6 +578,7 @@ chroma_mirror(PG_FUNCTION_ARGS)
 	chroma_restore_user(&su);
 
 	chroma_bump_config();
+	chroma_check_worker_slot(MyDatabaseId);
 	chroma_wake_at_commit();
 	PG_RETURN_DATUM(DirectFunctionCall1(uuid_in, CStringGetDatum(coll.id)));
 }

@@ -62,6 +62,56 @@ chroma_find_slot(Oid dboid)
 	return NULL;
 }
 
+/*
+ * The slot of the database, else a free one, else one whose worker went dormant (its
+ * database had no mirror when it looked: it needs a worker only when woken, and then
+ * takes a slot back the same way). NULL when every slot serves a database with mirrors.
+ * Caller holds the lock exclusively.
+ */
+DbWorkerSlot *
+chroma_claim_slot(Oid dboid)
+{
+	DbWorkerSlot *slot = chroma_find_slot(dboid);
+
+	if (slot != NULL)
+		return slot;
+	slot = chroma_find_slot(InvalidOid);
+	for (int i = 0; slot == NULL && i < CHROMA_MAX_DATABASES; i++)
+		if (chroma_shared->slots[i].state == DBW_DORMANT && chroma_shared->slots[i].pid == 0)
+			slot = &chroma_shared->slots[i];
+	if (slot == NULL)
+		return NULL;
+	memset(slot, 0, sizeof(*slot));
+	slot->dboid = dboid;
+	return slot;
+}
+
+void
+chroma_check_worker_slot(Oid dboid)
+{
+	DbWorkerSlot *slot;
+
+	if (chroma_shared == NULL)
+		return;
+	LWLockAcquire(chroma_shared->lock, LW_EXCLUSIVE);
+	slot = chroma_claim_slot(dboid);
+	if (slot != NULL && slot->state == DBW_DORMANT)
+	{
+		/* claimed for a mirror being created: started when its transaction commits */
+		slot->state = DBW_IDLE;
+		slot->failures = 0;
+		slot->next_start = 0;
+	}
+	LWLockRelease(chroma_shared->lock);
+	if (slot == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+				 errmsg("too many databases have mirrors"),
+				 errdetail("chroma_sync runs one worker per database, for at most %d databases with mirrors.",
+						   CHROMA_MAX_DATABASES),
+				 errhint("Unmirror the tables of a database that no longer needs them, or leave it out of chroma_sync.worker_databases.")));
+}
+
 void
 chroma_wake_worker(Oid dboid)
 {
@@ -94,14 +144,9 @@ chroma_wake_worker(Oid dboid)
 	else
 	{
 		if (slot == NULL)
-			slot = chroma_find_slot(InvalidOid);
+			slot = chroma_claim_slot(dboid);
 		if (slot != NULL)
 		{
-			if (slot->dboid == InvalidOid)
-			{
-				memset(slot, 0, sizeof(*slot));
-				slot->dboid = dboid;
-			}
 			if (slot->state == DBW_DORMANT)
 			{
 				slot->state = DBW_IDLE;

@@ -69,6 +69,12 @@ extern void chroma_shmem_install_hooks(void);
 /* Slot of the database, or NULL (caller holds the lock). */
 extern DbWorkerSlot *chroma_find_slot(Oid dboid);
 
+/* Slot of the database, a free one, or a dormant one taken over; NULL: all in use (lock held). */
+extern DbWorkerSlot *chroma_claim_slot(Oid dboid);
+
+/* ERROR (53400) when the database cannot get a worker slot (a mirror is being created). */
+extern void chroma_check_worker_slot(Oid dboid);
+
 /* Wakes this database's worker; asks the launcher to start one when none runs. */
 extern void chroma_wake_worker(Oid dboid);
 

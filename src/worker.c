@@ -221,6 +221,8 @@ selected_databases(void)
 }
 
 static BackgroundWorkerHandle *handles[CHROMA_MAX_DATABASES];
+/* Databases whose worker found no mirror and whose slot another database took over. */
+static List *dormant_dbs = NIL;
 
 static long
 backoff_ms(int failures)
@@ -282,20 +284,54 @@ launcher_pass(void)
 	ListCell   *lc;
 
 	LWLockAcquire(chroma_shared->lock, LW_EXCLUSIVE);
-	/* slots for newly seen databases */
+
+	/*
+	 * Slots for newly seen databases, so each is looked at once. A database whose worker
+	 * found nothing to do and whose slot was taken over by another is not looked at
+	 * again: it gets a slot back when woken (a commit on a mirrored table, a new mirror).
+	 */
 	foreach(lc, dbs)
 	{
 		DbInfo	   *db = (DbInfo *) lfirst(lc);
 
-		if (chroma_find_slot(db->oid) == NULL)
+		if (chroma_find_slot(db->oid) == NULL && !list_member_oid(dormant_dbs, db->oid))
 		{
-			DbWorkerSlot *slot = chroma_find_slot(InvalidOid);
+			DbWorkerSlot *slot;
+			Oid			evicted = InvalidOid;
 
+			slot = chroma_find_slot(InvalidOid);
+			for (int i = 0; slot == NULL && i < CHROMA_MAX_DATABASES; i++)
+				if (chroma_shared->slots[i].state == DBW_DORMANT && chroma_shared->slots[i].pid == 0 &&
+					handles[i] == NULL)
+				{
+					slot = &chroma_shared->slots[i];
+					evicted = slot->dboid;
+				}
 			if (slot == NULL)
 				break;
+			if (OidIsValid(evicted))
+			{
+				MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
+
+				dormant_dbs = lappend_oid(dormant_dbs, evicted);
+				MemoryContextSwitchTo(old);
+			}
 			memset(slot, 0, sizeof(*slot));
 			slot->dboid = db->oid;
 		}
+	}
+	/* a database that has a slot again (woken) is no longer known dormant */
+	{
+		List	   *still = NIL;
+		ListCell   *dc;
+		MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
+
+		foreach(dc, dormant_dbs)
+			if (chroma_find_slot(lfirst_oid(dc)) == NULL)
+				still = lappend_oid(still, lfirst_oid(dc));
+		list_free(dormant_dbs);
+		dormant_dbs = still;
+		MemoryContextSwitchTo(old);
 	}
 	for (int i = 0; i < CHROMA_MAX_DATABASES; i++)
 	{
