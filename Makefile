@@ -27,6 +27,7 @@ OBJS = \
 	src/verify.o \
 	src/ddl.o \
 	src/utility_hook.o \
+	src/key_redact.o \
 	src/ownership.o \
 	src/progress.o
 

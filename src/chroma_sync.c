@@ -65,6 +65,8 @@ check_api_key(char **newval, void **extra, GucSource source)
 			return false;
 		}
 	}
+	if (source >= PGC_S_INTERACTIVE)
+		chroma_redact_activity();
 	return true;
 }
 
@@ -279,35 +281,12 @@ define_settings(void)
 	MarkGUCPrefixReserved("chroma_sync");
 }
 
-static emit_log_hook_type prev_emit_log_hook = NULL;
-
-/*
- * PostgreSQL reports a setting changed on reload, or refused, with its value: in the
- * server log (and to the client) that would be the API key. Those messages lose the value.
- * message_id is the untranslated format, whatever lc_messages is.
- */
-static void
-redact_api_key(ErrorData *edata)
-{
-	if (edata->message_id && edata->message &&
-		strstr(edata->message, "\"chroma_sync.api_key\"") != NULL)
-	{
-		if (strcmp(edata->message_id, "parameter \"%s\" changed to \"%s\"") == 0)
-			edata->message = pstrdup("parameter \"chroma_sync.api_key\" changed");
-		else if (strcmp(edata->message_id, "invalid value for parameter \"%s\": \"%s\"") == 0)
-			edata->message = pstrdup("invalid value for parameter \"chroma_sync.api_key\"");
-	}
-	if (prev_emit_log_hook)
-		prev_emit_log_hook(edata);
-}
-
 void
 _PG_init(void)
 {
 	define_settings();
 	chroma_trigger_init();
-	prev_emit_log_hook = emit_log_hook;
-	emit_log_hook = redact_api_key;
+	chroma_redact_init();
 	chroma_utility_hook_init();
 	if (process_shared_preload_libraries_in_progress)
 	{

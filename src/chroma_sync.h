@@ -35,6 +35,10 @@ extern int	chroma_embedding_encoding;
 /* The API key in effect (setting, else the key file's first line); NULL if none. */
 extern const char *chroma_effective_api_key(void);
 
+/* Keeping the key out of the log and pg_stat_activity (key_redact.c). */
+extern void chroma_redact_init(void);
+extern void chroma_redact_activity(void);
+
 /* The float4 elements of a real[] without nulls (float4 is a C float). */
 static inline float *
 float4_array_data(ArrayType *a)
