@@ -147,9 +147,9 @@ SELECT m.source,
 		WHEN NOT m.backfill_done THEN 'backfilling'
 		ELSE 'syncing' END AS state,
 	(SELECT pg_catalog.count(DISTINCT q.key) FROM chroma_sync.queue q
-		WHERE q.mirror_id = m.mirror_id) AS pending,
+		WHERE q.mirror_id OPERATOR(pg_catalog.=) m.mirror_id) AS pending,
 	(SELECT pg_catalog.count(*) FROM chroma_sync.failed f
-		WHERE f.mirror_id = m.mirror_id) AS failed,
+		WHERE f.mirror_id OPERATOR(pg_catalog.=) m.mirror_id) AS failed,
 	m.synced,
 	m.last_sync_at,
 	CASE WHEN r.elsewhere AND NOT m.paused THEN
@@ -158,20 +158,21 @@ SELECT m.source,
 		WHEN m.paused AND m.last_error IS NULL THEN m.paused_reason ELSE m.last_error END
 		AS last_error,
 	m.last_error_at,
-	pg_catalog.now() - (SELECT pg_catalog.min(q.enqueued_at) FROM chroma_sync.queue q
-		WHERE q.mirror_id = m.mirror_id) AS lag,
+	pg_catalog.now() OPERATOR(pg_catalog.-) (SELECT pg_catalog.min(q.enqueued_at) FROM chroma_sync.queue q
+		WHERE q.mirror_id OPERATOR(pg_catalog.=) m.mirror_id) AS lag,
 	CASE WHEN NOT m.backfill_done THEN m.backfill_sent END AS backfill_sent,
 	CASE WHEN NOT m.backfill_done THEN m.backfill_total END AS backfill_total,
-	CASE WHEN NOT m.backfill_done AND m.backfill_started_at < pg_catalog.now() THEN
-		pg_catalog.round((m.backfill_sent / EXTRACT(epoch FROM pg_catalog.now() - m.backfill_started_at))::numeric, 1)
+	CASE WHEN NOT m.backfill_done AND m.backfill_started_at OPERATOR(pg_catalog.<) pg_catalog.now() THEN
+		pg_catalog.round(m.backfill_sent::pg_catalog.numeric OPERATOR(pg_catalog./)
+			EXTRACT(epoch FROM pg_catalog.now() OPERATOR(pg_catalog.-) m.backfill_started_at), 1)
 		END AS backfill_rows_per_second
 FROM chroma_sync.mirror m,
 	-- a restored copy is paused before its worker has seen it (or when it has no worker)
 	LATERAL (SELECT m.database_oid OPERATOR(pg_catalog.<>) (SELECT d.oid FROM pg_catalog.pg_database d
 				WHERE d.datname OPERATOR(pg_catalog.=) pg_catalog.current_database())
-			OR m.system_identifier OPERATOR(pg_catalog.<>) (SELECT (c.system_identifier::numeric
-					OPERATOR(pg_catalog.+) CASE WHEN c.system_identifier OPERATOR(pg_catalog.<) 0
-						THEN 18446744073709551616 ELSE 0 END)::text	-- unsigned, as the worker prints it
+			OR m.system_identifier OPERATOR(pg_catalog.<>) (SELECT (c.system_identifier::pg_catalog.numeric
+					OPERATOR(pg_catalog.+) CASE WHEN c.system_identifier OPERATOR(pg_catalog.<) 0::pg_catalog.int8
+						THEN 18446744073709551616 ELSE 0 END)::pg_catalog.text	-- unsigned, as the worker prints it
 				FROM pg_catalog.pg_control_system() c) AS elsewhere) r;
 REVOKE ALL ON chroma_sync.status FROM PUBLIC;
 
@@ -235,10 +236,11 @@ CREATE FUNCTION chroma_sync.mirror_column_types(m chroma_sync.mirror) RETURNS oi
 	LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
 	SELECT pg_catalog.array_agg(a.atttypid ORDER BY u.ord)
 	FROM pg_catalog.unnest(m.id_columns OPERATOR(pg_catalog.||) m.embedding_column
-			OPERATOR(pg_catalog.||) COALESCE(m.document_column, 0::smallint)
+			OPERATOR(pg_catalog.||) COALESCE(m.document_column, 0::pg_catalog.int2)
 			OPERATOR(pg_catalog.||) m.metadata_columns) WITH ORDINALITY AS u(attnum, ord)
 		LEFT JOIN pg_catalog.pg_attribute a
-		ON a.attrelid = m.source AND a.attnum = u.attnum AND NOT a.attisdropped
+		ON a.attrelid OPERATOR(pg_catalog.=) m.source::pg_catalog.oid
+			AND a.attnum OPERATOR(pg_catalog.=) u.attnum AND NOT a.attisdropped
 $$;
 REVOKE ALL ON FUNCTION chroma_sync.mirror_column_types(chroma_sync.mirror) FROM PUBLIC;
 
@@ -249,20 +251,23 @@ DECLARE
 	changed boolean := false;
 BEGIN
 	FOR d IN SELECT * FROM pg_catalog.pg_event_trigger_dropped_objects() LOOP
-		IF d.object_type = 'table' THEN
+		IF d.object_type OPERATOR(pg_catalog.=) 'table' THEN
 			DELETE FROM chroma_sync.queue q USING chroma_sync.mirror m
-				WHERE q.mirror_id = m.mirror_id AND m.source::oid = d.objid;
-			DELETE FROM chroma_sync.failed WHERE source::oid = d.objid;
-			DELETE FROM chroma_sync.mirror WHERE source::oid = d.objid;
+				WHERE q.mirror_id OPERATOR(pg_catalog.=) m.mirror_id
+					AND m.source::pg_catalog.oid OPERATOR(pg_catalog.=) d.objid;
+			DELETE FROM chroma_sync.failed WHERE source::pg_catalog.oid OPERATOR(pg_catalog.=) d.objid;
+			DELETE FROM chroma_sync.mirror WHERE source::pg_catalog.oid OPERATOR(pg_catalog.=) d.objid;
 			changed := changed OR FOUND;
-		ELSIF d.object_type = 'table column' THEN
+		ELSIF d.object_type OPERATOR(pg_catalog.=) 'table column' THEN
 			UPDATE chroma_sync.mirror
 				SET paused = true, in_error = true, last_error_at = pg_catalog.now(),
 					last_error = pg_catalog.format('mirrored column %s was dropped; unmirror and mirror the table again',
 						d.object_identity)
-				WHERE source::oid = d.objid
-					AND (d.objsubid = ANY (id_columns) OR d.objsubid = embedding_column
-						OR d.objsubid = document_column OR d.objsubid = ANY (metadata_columns));
+				WHERE source::pg_catalog.oid OPERATOR(pg_catalog.=) d.objid
+					AND (d.objsubid OPERATOR(pg_catalog.=) ANY (id_columns)
+						OR d.objsubid OPERATOR(pg_catalog.=) embedding_column
+						OR d.objsubid OPERATOR(pg_catalog.=) document_column
+						OR d.objsubid OPERATOR(pg_catalog.=) ANY (metadata_columns));
 			changed := changed OR FOUND;
 		END IF;
 	END LOOP;
@@ -281,26 +286,32 @@ DECLARE
 	disabled text;
 BEGIN
 	FOR c IN SELECT DISTINCT objid FROM pg_catalog.pg_event_trigger_ddl_commands()
-			WHERE command_tag = 'ALTER TABLE' LOOP
-		FOR m IN SELECT * FROM chroma_sync.mirror WHERE source::oid = c.objid LOOP
+			WHERE command_tag OPERATOR(pg_catalog.=) 'ALTER TABLE' LOOP
+		FOR m IN SELECT * FROM chroma_sync.mirror
+				WHERE source::pg_catalog.oid OPERATOR(pg_catalog.=) c.objid LOOP
 			types := chroma_sync.mirror_column_types(m);
-			IF m.column_types IS NOT NULL AND types IS DISTINCT FROM m.column_types THEN
+			-- (IS DISTINCT FROM would look "=" up by search_path)
+			IF m.column_types IS NOT NULL
+				AND (types IS NULL OR NOT types OPERATOR(pg_catalog.=) m.column_types) THEN
 				UPDATE chroma_sync.mirror
 					SET paused = true, in_error = true, last_error_at = pg_catalog.now(),
 						last_error = 'the type of a mirrored column changed; unmirror and mirror the table again'
-					WHERE mirror_id = m.mirror_id AND NOT paused;
+					WHERE mirror_id OPERATOR(pg_catalog.=) m.mirror_id AND NOT paused;
 			END IF;
-			SELECT pg_catalog.string_agg(t.tgname, ', ') INTO disabled
+			SELECT pg_catalog.string_agg(t.tgname::pg_catalog.text, ', ') INTO disabled
 				FROM pg_catalog.pg_trigger t
-				WHERE t.tgrelid = c.objid AND t.tgenabled <> 'A'
-					AND t.tgname IN ('chroma_sync_' || m.mirror_id, 'chroma_sync_' || m.mirror_id || '_truncate',
-						'chroma_sync_' || m.mirror_id || '_flush');
+				WHERE t.tgrelid OPERATOR(pg_catalog.=) c.objid
+					AND t.tgenabled OPERATOR(pg_catalog.<>) 'A'
+					AND t.tgname::pg_catalog.text OPERATOR(pg_catalog.=) ANY (ARRAY[
+						pg_catalog.format('chroma_sync_%s', m.mirror_id),
+						pg_catalog.format('chroma_sync_%s_truncate', m.mirror_id),
+						pg_catalog.format('chroma_sync_%s_flush', m.mirror_id)]);
 			IF disabled IS NOT NULL THEN
 				UPDATE chroma_sync.mirror
 					SET in_error = true, last_error_at = pg_catalog.now(),
 						last_error = pg_catalog.format('trigger %s is not ENABLE ALWAYS: changes may be missed; '
 							'run ALTER TABLE %s ENABLE ALWAYS TRIGGER ..., then chroma_resync()', disabled, m.source)
-					WHERE mirror_id = m.mirror_id;
+					WHERE mirror_id OPERATOR(pg_catalog.=) m.mirror_id;
 			END IF;
 		END LOOP;
 		PERFORM chroma_sync.config_changed();

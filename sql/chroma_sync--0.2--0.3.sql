@@ -7,8 +7,8 @@ CREATE TEMPORARY TABLE chroma_sync_mirror_grants ON COMMIT DROP AS
 	SELECT a.grantee, a.privilege_type, a.is_grantable
 	FROM pg_catalog.pg_proc p,
 		LATERAL pg_catalog.aclexplode(p.proacl) AS a
-	WHERE p.oid = 'chroma_mirror(regclass, text, name, name, name, name[], boolean, boolean, text)'::pg_catalog.regprocedure
-		AND a.grantee <> p.proowner;
+	WHERE p.oid OPERATOR(pg_catalog.=) '@extschema@.chroma_mirror(regclass, text, name, name, name, name[], boolean, boolean, text)'::pg_catalog.regprocedure::pg_catalog.oid
+		AND a.grantee OPERATOR(pg_catalog.<>) p.proowner;
 
 DROP FUNCTION chroma_mirror(regclass, text, name, name, name, name[], boolean, boolean, text);
 
@@ -29,8 +29,10 @@ DECLARE
 BEGIN
 	FOR g IN SELECT * FROM pg_temp.chroma_sync_mirror_grants LOOP
 		EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION %s TO %s%s',
-			'chroma_mirror(regclass, text, name, name, name, name[], boolean, boolean, text, name[])'::pg_catalog.regprocedure,
-			CASE WHEN g.grantee = 0 THEN 'PUBLIC' ELSE pg_catalog.quote_ident(g.grantee::pg_catalog.regrole::pg_catalog.text) END,
+			'@extschema@.chroma_mirror(regclass, text, name, name, name, name[], boolean, boolean, text, name[])'::pg_catalog.regprocedure,
+			-- regrole's output is already an identifier, quoted where needed
+			CASE WHEN g.grantee OPERATOR(pg_catalog.=) 0::pg_catalog.oid THEN 'PUBLIC'
+				ELSE g.grantee::pg_catalog.regrole::pg_catalog.text END,
 			CASE WHEN g.is_grantable THEN ' WITH GRANT OPTION' ELSE '' END);
 	END LOOP;
 END

@@ -13,3 +13,136 @@ CREATE TABLE chroma_sync.resend (
 );
 SELECT pg_catalog.pg_extension_config_dump('chroma_sync.resend', '');
 REVOKE ALL ON chroma_sync.resend FROM PUBLIC;
+
+-- ===== Operators and functions resolved in pg_catalog only (issue 20) =====
+-- While a script runs, search_path is the extension's schema and then pg_catalog: where
+-- pg_catalog has no operator of the exact argument types, a role with CREATE on that schema
+-- could plant one that wins. 0.1's status view bound bigint / numeric that way, and every
+-- superuser who read it ran what it was bound to. The view is created again with every
+-- operator written OPERATOR(pg_catalog.x) on exactly matching types (same columns, so
+-- grants and views built on it stay). The functions of 0.1 pin search_path: their bodies
+-- were never exposed. Keep this section before any later one that re-creates the view.
+CREATE OR REPLACE VIEW chroma_sync.status AS
+SELECT m.source,
+	m.collection,
+	CASE WHEN m.paused OR r.elsewhere THEN 'paused'
+		WHEN m.in_error THEN 'error'
+		WHEN NOT m.backfill_done THEN 'backfilling'
+		ELSE 'syncing' END AS state,
+	(SELECT pg_catalog.count(DISTINCT q.key) FROM chroma_sync.queue q
+		WHERE q.mirror_id OPERATOR(pg_catalog.=) m.mirror_id) AS pending,
+	(SELECT pg_catalog.count(*) FROM chroma_sync.failed f
+		WHERE f.mirror_id OPERATOR(pg_catalog.=) m.mirror_id) AS failed,
+	m.synced,
+	m.last_sync_at,
+	CASE WHEN r.elsewhere AND NOT m.paused THEN
+			'this mirror was created in another database or cluster (a restored copy?); '
+			'mirror the table into another collection, or take this one over with chroma_adopt()'
+		WHEN m.paused AND m.last_error IS NULL THEN m.paused_reason ELSE m.last_error END
+		AS last_error,
+	m.last_error_at,
+	pg_catalog.now() OPERATOR(pg_catalog.-) (SELECT pg_catalog.min(q.enqueued_at) FROM chroma_sync.queue q
+		WHERE q.mirror_id OPERATOR(pg_catalog.=) m.mirror_id) AS lag,
+	CASE WHEN NOT m.backfill_done THEN m.backfill_sent END AS backfill_sent,
+	CASE WHEN NOT m.backfill_done THEN m.backfill_total END AS backfill_total,
+	CASE WHEN NOT m.backfill_done AND m.backfill_started_at OPERATOR(pg_catalog.<) pg_catalog.now() THEN
+		pg_catalog.round(m.backfill_sent::pg_catalog.numeric OPERATOR(pg_catalog./)
+			EXTRACT(epoch FROM pg_catalog.now() OPERATOR(pg_catalog.-) m.backfill_started_at), 1)
+		END AS backfill_rows_per_second
+FROM chroma_sync.mirror m,
+	-- a restored copy is paused before its worker has seen it (or when it has no worker)
+	LATERAL (SELECT m.database_oid OPERATOR(pg_catalog.<>) (SELECT d.oid FROM pg_catalog.pg_database d
+				WHERE d.datname OPERATOR(pg_catalog.=) pg_catalog.current_database())
+			OR m.system_identifier OPERATOR(pg_catalog.<>) (SELECT (c.system_identifier::pg_catalog.numeric
+					OPERATOR(pg_catalog.+) CASE WHEN c.system_identifier OPERATOR(pg_catalog.<) 0::pg_catalog.int8
+						THEN 18446744073709551616 ELSE 0 END)::pg_catalog.text	-- unsigned, as the worker prints it
+				FROM pg_catalog.pg_control_system() c) AS elsewhere) r;
+
+-- ===== chroma_sync.api_key stored per role or per database (issue 20) =====
+-- Before 0.5 the library could be loaded lazily: in a session that had not loaded it,
+-- ALTER ROLE/DATABASE ... SET chroma_sync.api_key was stored unchecked in
+-- pg_db_role_setting, which every user can read. 0.5's library refuses to load unless
+-- preloaded, so its check always runs; keys stored earlier are removed here, with a warning.
+DO $$
+DECLARE
+	s record;
+BEGIN
+	FOR s IN SELECT r.rolname, d.datname
+		FROM pg_catalog.pg_db_role_setting x
+			LEFT JOIN pg_catalog.pg_roles r ON r.oid OPERATOR(pg_catalog.=) x.setrole
+			LEFT JOIN pg_catalog.pg_database d ON d.oid OPERATOR(pg_catalog.=) x.setdatabase
+		WHERE EXISTS (SELECT FROM pg_catalog.unnest(x.setconfig) AS c(setting)
+			WHERE pg_catalog.starts_with(c.setting, 'chroma_sync.api_key=')) LOOP
+		-- ALTER ROLE ALL IN DATABASE d is ALTER DATABASE d; ALTER ROLE ALL is every role
+		EXECUTE pg_catalog.format('ALTER ROLE %s%s RESET chroma_sync.api_key',
+			COALESCE(pg_catalog.quote_ident(s.rolname::pg_catalog.text), 'ALL'),
+			COALESCE(' IN DATABASE ' OPERATOR(pg_catalog.||) pg_catalog.quote_ident(s.datname::pg_catalog.text), ''));
+		RAISE WARNING 'removed chroma_sync.api_key stored for role %, database %',
+			COALESCE(s.rolname::pg_catalog.text, '(all)'), COALESCE(s.datname::pg_catalog.text, '(all)')
+			USING DETAIL = 'Settings stored per role or per database are readable by every user.',
+				HINT = 'Treat that key as disclosed: replace it, and set the new one in postgresql.conf or in chroma_sync.api_key_file.';
+	END LOOP;
+END
+$$;
+
+-- ===== Records: chroma_upsert and chroma_upsert_query take replace, chroma_get
+-- include_embeddings (a new last argument each) =====
+-- A new argument changes the signature: each function is created again, and the EXECUTE
+-- grants given on the old one are given on the new one.
+CREATE TEMPORARY TABLE chroma_sync_records_grants ON COMMIT DROP AS
+	SELECT s.new_signature, a.grantee, a.is_grantable
+	FROM (VALUES
+		('chroma_upsert(text, text[], real[], text[], jsonb[])',
+		 'chroma_upsert(text, text[], real[], text[], jsonb[], boolean)'),
+		('chroma_upsert_query(text, text)', 'chroma_upsert_query(text, text, boolean)'),
+		('chroma_get(text, text[], jsonb, int, int)',
+		 'chroma_get(text, text[], jsonb, int, int, boolean)'))
+		AS s(old_signature, new_signature),
+		pg_catalog.pg_proc AS p,
+		LATERAL pg_catalog.aclexplode(p.proacl) AS a
+	WHERE p.oid OPERATOR(pg_catalog.=) s.old_signature::pg_catalog.regprocedure::pg_catalog.oid
+		AND a.grantee OPERATOR(pg_catalog.<>) p.proowner
+		AND a.privilege_type OPERATOR(pg_catalog.=) 'EXECUTE';
+
+DROP FUNCTION chroma_upsert(text, text[], real[], text[], jsonb[]);
+DROP FUNCTION chroma_upsert_query(text, text);
+DROP FUNCTION chroma_get(text, text[], jsonb, int, int);
+
+-- replace: documents and metadata become exactly what is sent (a NULL document clears
+-- the stored one, keys absent from the new metadata are removed).
+CREATE FUNCTION chroma_upsert(collection text, ids text[], embeddings real[],
+	documents text[] DEFAULT NULL, metadatas jsonb[] DEFAULT NULL,
+	replace boolean DEFAULT false) RETURNS bigint
+	AS 'MODULE_PATHNAME', 'chroma_upsert' LANGUAGE C VOLATILE;
+
+CREATE FUNCTION chroma_upsert_query(collection text, query text,
+	replace boolean DEFAULT false) RETURNS bigint
+	AS 'MODULE_PATHNAME', 'chroma_upsert_query' LANGUAGE C VOLATILE;
+
+-- Reads the whole result in pages; include_embeddings => false leaves embeddings out.
+CREATE FUNCTION chroma_get(collection text, ids text[] DEFAULT NULL,
+	"where" jsonb DEFAULT NULL, "limit" int DEFAULT NULL, "offset" int DEFAULT NULL,
+	include_embeddings boolean DEFAULT true)
+	RETURNS TABLE (id text, embedding real[], document text, metadata jsonb)
+	AS 'MODULE_PATHNAME', 'chroma_get' LANGUAGE C VOLATILE;
+
+REVOKE ALL ON FUNCTION
+	chroma_upsert(text, text[], real[], text[], jsonb[], boolean),
+	chroma_upsert_query(text, text, boolean),
+	chroma_get(text, text[], jsonb, int, int, boolean)
+FROM PUBLIC;
+
+DO $$
+DECLARE
+	g record;
+BEGIN
+	FOR g IN SELECT * FROM pg_temp.chroma_sync_records_grants LOOP
+		EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION %s TO %s%s',
+			g.new_signature::pg_catalog.regprocedure,
+			CASE WHEN g.grantee OPERATOR(pg_catalog.=) 0::pg_catalog.oid THEN 'PUBLIC'
+				ELSE pg_catalog.quote_ident(g.grantee::pg_catalog.regrole::pg_catalog.text) END,
+			CASE WHEN g.is_grantable THEN ' WITH GRANT OPTION' ELSE '' END);
+	END LOOP;
+END
+$$;
+DROP TABLE pg_temp.chroma_sync_records_grants;

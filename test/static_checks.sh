@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Static checks: cppcheck on src/, and META.json against the PGXN meta-spec and the
-# control file. Prints one "ok"/"not ok" line per check and a closing count.
+# Static checks: cppcheck on src/, META.json against the PGXN meta-spec and the
+# control file, and the SQL scripts' operators and functions (test/lib/check_sql_scripts.sh,
+# a scratch PostgreSQL cluster with plpgsql_check). Prints one "ok"/"not ok" line per check and a closing count.
 set -u
 cd "$(dirname "$0")/.."
 passed=0
@@ -60,6 +61,39 @@ check_scripts() {
 	done
 }
 
+# The SQL check run on a copy of the scripts with test/lib/sql_check_fixture.sql appended to
+# the last upgrade script: it must fail, reporting exactly the fixture's "caught" lines.
+check_sql_check_fixture() {
+	local dir out last rc
+	dir=$(mktemp -d /tmp/chroma_sql_fixture.XXXXXX) || return 1
+	chmod 755 "$dir"
+	cp sql/chroma_sync--*.sql "$dir/"
+	last=$(ls "$dir"/chroma_sync--*--*.sql | sort -V | tail -n 1)
+	cat test/lib/sql_check_fixture.sql >>"$last"
+	out=$(bash test/lib/check_sql_scripts.sh "$dir" 2>&1)
+	rc=$?
+	rm -rf "$dir"
+	[ $rc -eq 1 ] || { echo "expected exit 1, got $rc:"; echo "$out"; return 1; }
+	local want=(
+		'chroma_sync.fixture uses operator hostile./(numeric,numeric)'
+		'chroma_sync.fixture uses operator hostile.=(integer,integer)'
+		'chroma_sync.fixture uses function hostile.lower(text)'
+		'chroma_sync.fixture uses operator hostile.=(text,text)'
+		'fixture_fn(integer) uses function hostile.abs(integer)'
+		'DO block .* uses operator hostile.>(integer,integer)'
+		'chroma_sync.fixture: operator =(oid,oid) casts an operand implicitly (relabeltype)'
+	)
+	local w
+	for w in "${want[@]}"; do
+		grep -q -- "$w" <<<"$out" || { echo "not reported: $w"; echo "$out"; return 1; }
+	done
+	if grep -E 'hostile\.(int8|upper|coalesce|greatest|extract|date_part|\+|now|length|current_user)\b' <<<"$out"; then
+		echo "reported what is qualified or not a call:"
+		echo "$out"
+		return 1
+	fi
+}
+
 if command -v cppcheck >/dev/null; then
 	check "cppcheck src/" run_cppcheck
 else
@@ -68,5 +102,7 @@ else
 fi
 check "META.json follows the meta-spec and the control file" check_meta
 check "install and upgrade scripts are installed and guarded" check_scripts
+check "install and upgrade scripts qualify every operator and function" bash test/lib/check_sql_scripts.sh sql
+check "the qualification check reports what it must, and nothing else" check_sql_check_fixture
 echo "static: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -1,7 +1,8 @@
 # ALTER EXTENSION chroma_sync UPDATE from 0.1 (to 0.2, 0.3, 0.4, then 0.5) keeps mirrors
 # syncing and loses nothing that was pending; 0.3's chroma_mirror keeps the EXECUTE grants
-# of the one it replaces and mirrors composite keys; 0.4's queue has two indexes on
-# (mirror_id, ...), keys indexed in byte order.
+# of the one it replaces (also to a role whose name needs quoting) and mirrors composite
+# keys; 0.4's queue has two indexes on (mirror_id, ...), keys indexed in byte order; 0.5's
+# chroma_upsert, chroma_upsert_query and chroma_get keep the grants of the ones they replace.
 use strict;
 use warnings;
 
@@ -50,11 +51,15 @@ is($node->safe_psql('postgres', "SELECT pending FROM chroma_sync.status"),
 is($node->safe_psql('postgres', "SELECT count(*) FROM chroma_sync.upsert_progress"),
 	'0', 'the view 0.2 adds exists');
 
-# a role allowed to create mirrors before 0.3 still is after it
+# a role allowed to create mirrors before 0.3 still is after it; also one whose name needs
+# quoting (Mixed Case"Role)
 $node->safe_psql('postgres', q{
 CREATE ROLE up_mirrorer;
 GRANT EXECUTE ON FUNCTION chroma_mirror(regclass, text, name, name, name, name[], boolean, boolean, text)
-TO up_mirrorer WITH GRANT OPTION});
+TO up_mirrorer WITH GRANT OPTION;
+CREATE ROLE "Mixed Case""Role";
+GRANT EXECUTE ON FUNCTION chroma_mirror(regclass, text, name, name, name, name[], boolean, boolean, text)
+TO "Mixed Case""Role"});
 $node->safe_psql('postgres', "ALTER EXTENSION chroma_sync UPDATE TO '0.3'");
 is($node->safe_psql('postgres', "SELECT extversion FROM pg_extension WHERE extname = 'chroma_sync'"),
 	'0.3', 'updated to 0.3');
@@ -78,19 +83,35 @@ is($node->safe_psql('postgres', $queue_shape),
 	'chroma_sync.queue_mirror_barrier,chroma_sync.queue_mirror_key,chroma_sync.queue_mirror_qid|C',
 	'the queue of 0.4: no index on qid alone, keys indexed in byte order');
 
+# 0.5 re-creates chroma_upsert, chroma_upsert_query and chroma_get with a new last argument
+$node->safe_psql('postgres', q{
+GRANT EXECUTE ON FUNCTION chroma_upsert_query(text, text) TO up_mirrorer WITH GRANT OPTION;
+GRANT EXECUTE ON FUNCTION chroma_get(text, text[], jsonb, int, int) TO up_mirrorer});
 $node->safe_psql('postgres', 'ALTER EXTENSION chroma_sync UPDATE');
 is($node->safe_psql('postgres', "SELECT extversion FROM pg_extension WHERE extname = 'chroma_sync'"),
 	'0.5', 'updated to 0.5');
+is($node->safe_psql('postgres', q{
+SELECT string_agg(format('%s %s %s %s', p.oid::regprocedure,
+		has_function_privilege('up_mirrorer', p.oid, 'EXECUTE'),
+		has_function_privilege('up_mirrorer', p.oid, 'EXECUTE WITH GRANT OPTION'),
+		has_function_privilege('public', p.oid, 'EXECUTE')), '; ' ORDER BY p.proname)
+FROM pg_proc p WHERE p.proname IN ('chroma_get', 'chroma_upsert', 'chroma_upsert_query')}),
+	'chroma_get(text,text[],jsonb,integer,integer,boolean) t f f; '
+	  . 'chroma_upsert(text,text[],real[],text[],jsonb[],boolean) f f f; '
+	  . 'chroma_upsert_query(text,text,boolean) t t f',
+	'0.5: one chroma_get, chroma_upsert and chroma_upsert_query each, with the new last argument; grants kept, none to PUBLIC');
 is($node->safe_psql('postgres', "SELECT pending FROM chroma_sync.status"),
 	'363', 'nothing pending was lost by the update to 0.5');
 is($node->safe_psql('postgres', q{
 SELECT pg_get_function_identity_arguments(p.oid),
 	has_function_privilege('up_mirrorer', p.oid, 'EXECUTE WITH GRANT OPTION'),
+	has_function_privilege('Mixed Case"Role', p.oid, 'EXECUTE'),
+	has_function_privilege('Mixed Case"Role', p.oid, 'EXECUTE WITH GRANT OPTION'),
 	has_function_privilege('public', p.oid, 'EXECUTE')
 FROM pg_proc p WHERE p.proname = 'chroma_mirror'}),
 	'source regclass, collection text, id_column name, embedding_column name, document_column name, '
-	  . 'metadata_columns name[], backfill boolean, adopt boolean, filter text, id_columns name[]|t|f',
-	'one chroma_mirror, with id_columns last; its grants kept, none to PUBLIC');
+	  . 'metadata_columns name[], backfill boolean, adopt boolean, filter text, id_columns name[]|t|t|f|f',
+	'one chroma_mirror, with id_columns last; its grants kept (also to Mixed Case"Role), none to PUBLIC');
 
 $node->safe_psql('postgres', "SELECT chroma_resume('up_docs')");
 assert_equal($node, 'up_docs', 'up_docs_t030', name => 'after the update');
