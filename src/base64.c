@@ -18,7 +18,8 @@
 #endif
 
 
-static const char cs_b64_alphabet[64] =
+/* Sized by its literal, NUL included (gcc 15 warns when a table has no room for it). */
+static const char cs_b64_alphabet[] =
 "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 
 /* The alphabet as a constant expression, so the pair table below is built at compile time. */

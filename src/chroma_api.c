@@ -4,6 +4,7 @@
 #include "postgres.h"
 
 #include "common/jsonapi.h"
+#include "common/string.h"
 #include "fmgr.h"
 #include "lib/stringinfo.h"
 #include "mb/pg_wchar.h"
@@ -93,7 +94,29 @@ printable_prefix(const char *s, size_t len, size_t n)
 	return b.data;
 }
 
-/* Reads {"error":..., "message":...} when the body is such a JSON object. */
+static bool
+is_utf8(const char *data, int len)
+{
+	return pg_encoding_verifymbstr(PG_UTF8, data, len) == len;
+}
+
+void
+chroma_check_response_encoding(const char *data, int len, const char *action)
+{
+	int			valid = pg_encoding_verifymbstr(PG_UTF8, data, len);
+
+	if (valid != len)
+		ereport(ERROR,
+				(errcode(ERRCODE_CHARACTER_NOT_IN_REPERTOIRE),
+				 errmsg("Chroma sent a response that is not valid UTF-8 while trying to %s", action),
+				 errdetail("The byte at offset %d of the response is not part of a valid UTF-8 sequence.",
+						   valid)));
+}
+
+/*
+ * Reads {"error":..., "message":...} when the body is such a JSON object. A message that
+ * is not ASCII in a database that is not UTF-8, or not UTF-8 at all, is shown escaped.
+ */
 static void
 parse_error_body(ChromaResponse *resp)
 {
@@ -104,9 +127,10 @@ parse_error_body(ChromaResponse *resp)
 
 	if (body->len == 0)
 		return;
-	lex = makeJsonLexContextCstringLen(body->data, body->len, PG_UTF8, false);
+	lex = chroma_json_lexer(body->data, body->len, PG_UTF8, false);
 	if (pg_parse_json(lex, &nullSemAction) != JSON_SUCCESS ||
-		body->data[0] != '{')
+		body->data[0] != '{' || !is_utf8(body->data, body->len) ||
+		(GetDatabaseEncoding() != PG_UTF8 && !pg_is_ascii(body->data)))
 	{
 		resp->message = printable_prefix(body->data, body->len, 300);
 		return;
@@ -152,6 +176,13 @@ chroma_raise(const ChromaResponse *resp, const char *action)
 	const char *name = resp->error_name ? resp->error_name : "";
 	long		status = resp->http.status;
 
+	if (resp->http.too_large)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("the response from Chroma is larger than chroma_sync.max_response_size while trying to %s",
+						action),
+				 errdetail("The limit is %d kB.", chroma_max_response_kb),
+				 errhint("Ask for fewer records at once (limit, or fewer ids), or have a superuser raise chroma_sync.max_response_size.")));
 	if (resp->http.curl_code != 0)
 	{
 		if (resp->http.connect_failed)
@@ -235,13 +266,14 @@ chroma_parse_body(const ChromaResponse *resp, const char *action)
 	const StringInfoData *body = &resp->http.body;
 	JsonLexContext *lex;
 
-	lex = makeJsonLexContextCstringLen(body->data, body->len, PG_UTF8, false);
+	lex = chroma_json_lexer(body->data, body->len, PG_UTF8, false);
 	if (body->len == 0 || pg_parse_json(lex, &nullSemAction) != JSON_SUCCESS ||
 		strlen(body->data) != (size_t) body->len)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_JSON_TEXT),
 				 errmsg("Chroma sent a response that is not valid JSON while trying to %s", action),
 				 errdetail("Response begins: %s", printable_prefix(body->data, body->len, 120))));
+	chroma_check_response_encoding(body->data, body->len, action);
 	if (GetDatabaseEncoding() != PG_UTF8)
 	{
 		char	   *conv = pg_any_to_server(body->data, body->len, PG_UTF8);

@@ -5,6 +5,7 @@
 #define CHROMA_SYNC_CHROMA_API_H
 
 #include "http.h"
+#include "pg_compat.h"
 #include "utils/jsonb.h"
 
 /* What a caller should do about a failed call (CHROMA_API.md, "Errors and retries"). */
@@ -56,11 +57,14 @@ extern void chroma_call(const char *method, const char *url,
 /* Classifies a finished HTTP exchange (used after chroma_http_finish). */
 extern void chroma_classify(ChromaResponse *resp);
 /* Raises the ERROR that fits resp (SQLSTATE by class, Chroma's message in errdetail). */
-extern void chroma_raise(const ChromaResponse *resp, const char *action) pg_attribute_noreturn();
+pg_noreturn extern void chroma_raise(const ChromaResponse *resp, const char *action);
 /* chroma_call, then chroma_raise unless the call succeeded. */
 extern void chroma_call_or_raise(const char *method, const char *url,
 								 const char *body, size_t body_len,
 								 ChromaResponse *resp, const char *action);
+
+/* 22021 unless the response body is valid UTF-8 (checked before anything is built from it). */
+extern void chroma_check_response_encoding(const char *data, int len, const char *action);
 
 /* Parses a response body as JSON (Postgres' parser); a clear ERROR when it is not. */
 extern Jsonb *chroma_parse_body(const ChromaResponse *resp, const char *action);

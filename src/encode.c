@@ -119,7 +119,8 @@ cs_word_needs_escape(uint64_t w)
 	return (hit & CS_HIGHS) != 0;
 }
 
-static const char cs_hex[16] = "0123456789abcdef";
+/* Sized by its literal, NUL included (gcc 15 warns when a table has no room for it). */
+static const char cs_hex[] = "0123456789abcdef";
 
 void
 cs_json_string(cs_buf *b, const char *s, size_t n)
@@ -387,7 +388,8 @@ cs_float_decimal(uint32_t bits, uint32_t *digits, int32_t *exp10)
 	}
 }
 
-static const char cs_digit_pairs[200] =
+/* Sized by its literal, NUL included (gcc 15 warns when a table has no room for it). */
+static const char cs_digit_pairs[] =
 "0001020304050607080910111213141516171819"
 "2021222324252627282930313233343536373839"
 "4041424344454647484950515253545556575859"

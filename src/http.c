@@ -5,7 +5,9 @@
  * across calls; a small pool of easy handles lets one request be in flight while the
  * next is prepared. libcurl allocates with malloc, never palloc, and our callbacks never
  * raise errors: nothing longjmps through libcurl. Waiting checks for interrupts, so a
- * query cancel, statement_timeout or SIGTERM stops a transfer promptly.
+ * query cancel, statement_timeout or SIGTERM stops a transfer promptly, also while DNS
+ * does not answer (CURLOPT_QUICK_EXIT). Nothing in the server's environment steers a
+ * request: no proxy unless chroma_sync.proxy names one, no TLS key log.
  */
 #include "postgres.h"
 
@@ -22,9 +24,6 @@
 #include "chroma_sync.h"
 #include "http.h"
 
-/* Largest response we accept; a get of many 4096-d records fits easily. */
-#define MAX_RESPONSE_BYTES ((size_t) 512 * 1024 * 1024)
-
 /* How often waiting wakes to check for interrupts. */
 #define POLL_INTERVAL_MS 50
 
@@ -39,6 +38,7 @@ struct ChromaHttpRequest
 	char	   *resp;			/* malloc'd response body */
 	size_t		resp_len;
 	size_t		resp_cap;
+	size_t		resp_limit;		/* chroma_sync.max_response_size when it started */
 	bool		resp_overflow;
 	char		errbuf[CURL_ERROR_SIZE];
 };
@@ -55,6 +55,11 @@ write_cb(char *ptr, size_t size, size_t nmemb, void *userdata)
 	ChromaHttpRequest *req = (ChromaHttpRequest *) userdata;
 	size_t		n = size * nmemb;
 
+	if (n > req->resp_limit - req->resp_len)
+	{
+		req->resp_overflow = true;
+		return 0;				/* CURLE_WRITE_ERROR */
+	}
 	if (req->resp_len + n + 1 > req->resp_cap)
 	{
 		size_t		cap = req->resp_cap ? req->resp_cap : 4096;
@@ -62,11 +67,8 @@ write_cb(char *ptr, size_t size, size_t nmemb, void *userdata)
 
 		while (cap < req->resp_len + n + 1)
 			cap *= 2;
-		if (cap > MAX_RESPONSE_BYTES)
-		{
-			req->resp_overflow = true;
-			return 0;			/* CURLE_WRITE_ERROR */
-		}
+		if (cap > req->resp_limit + 1)
+			cap = req->resp_limit + 1;
 		p = realloc(req->resp, cap);
 		if (p == NULL)
 			return 0;
@@ -125,15 +127,40 @@ http_exit_callback(int code, Datum arg)
 	multi = NULL;
 }
 
+/*
+ * libcurl reads SSLKEYLOGFILE once, in curl_global_init, and would then write every TLS
+ * session's secrets to that file: hide the variable from it for that moment.
+ */
+static CURLcode
+global_init_without_keylog(void)
+{
+	const char *keylog = getenv("SSLKEYLOGFILE");
+	char	   *saved = keylog ? strdup(keylog) : NULL;
+	CURLcode	rc;
+
+	if (keylog)
+		unsetenv("SSLKEYLOGFILE");
+	rc = curl_global_init(CURL_GLOBAL_ALL);
+	if (saved)
+	{
+		setenv("SSLKEYLOGFILE", saved, 1);
+		free(saved);
+	}
+	return rc;
+}
+
 static void
 http_init(void)
 {
+	static bool curl_initialized = false;
+
 	if (multi != NULL)
 		return;
-	if (curl_global_init(CURL_GLOBAL_ALL) != CURLE_OK)
+	if (!curl_initialized && global_init_without_keylog() != CURLE_OK)
 		ereport(ERROR,
 				(errcode(ERRCODE_SYSTEM_ERROR),
 				 errmsg("could not initialize libcurl")));
+	curl_initialized = true;
 	multi = curl_multi_init();
 	if (multi == NULL)
 		ereport(ERROR,
@@ -246,6 +273,7 @@ chroma_http_begin(const char *method, const char *url, const char *body, size_t 
 	req->nest_level = IsTransactionState() ? GetCurrentTransactionNestLevel() : 0;
 	req->resp = NULL;
 	req->resp_len = req->resp_cap = 0;
+	req->resp_limit = chroma_max_response_bytes();
 	req->resp_overflow = false;
 	req->errbuf[0] = '\0';
 
@@ -281,10 +309,27 @@ chroma_http_begin(const char *method, const char *url, const char *body, size_t 
 	curl_easy_setopt(h, CURLOPT_WRITEDATA, req);
 	curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
 	curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, progress_cb);
+	curl_easy_setopt(h, CURLOPT_MAXFILESIZE_LARGE, (curl_off_t) req->resp_limit);
+#if LIBCURL_VERSION_NUM >= 0x075700
+	/* A resolver thread still waiting for DNS is abandoned, not joined, when we give up. */
+	curl_easy_setopt(h, CURLOPT_QUICK_EXIT, 1L);
+#endif
+	/* "" disables the proxies named by http_proxy, https_proxy and ALL_PROXY. */
+	if (chroma_proxy && *chroma_proxy)
+	{
+		curl_easy_setopt(h, CURLOPT_PROXY, chroma_proxy);
+		curl_easy_setopt(h, CURLOPT_NOPROXY, "");	/* and no_proxy exempts nothing */
+	}
+	else
+		curl_easy_setopt(h, CURLOPT_PROXY, "");
 	curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, chroma_tls_verify ? 1L : 0L);
 	curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, chroma_tls_verify ? 2L : 0L);
 	if (chroma_ca_file && *chroma_ca_file)
+	{
+		/* that CA only: the system's CA directory is no longer trusted */
 		curl_easy_setopt(h, CURLOPT_CAINFO, chroma_ca_file);
+		curl_easy_setopt(h, CURLOPT_CAPATH, NULL);
+	}
 
 	if (strcmp(method, "GET") == 0)
 		curl_easy_setopt(h, CURLOPT_HTTPGET, 1L);
@@ -390,8 +435,10 @@ chroma_http_finish(ChromaHttpRequest *req, ChromaHttpResult *res)
 	{
 		const char *msg = req->errbuf[0] ? req->errbuf : curl_easy_strerror(req->code);
 
-		if (req->resp_overflow)
-			msg = "response too large";
+		res->too_large = req->resp_overflow || req->code == CURLE_FILESIZE_EXCEEDED;
+		if (res->too_large)
+			msg = psprintf("the response is larger than chroma_sync.max_response_size (%d kB)",
+						   chroma_max_response_kb);
 		res->error = pstrdup(msg);
 		res->connect_failed = is_connect_failure(req->code, h);
 		res->outcome_unknown = !res->connect_failed;

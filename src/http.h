@@ -17,12 +17,24 @@ typedef struct ChromaHttpResult
 	bool		outcome_unknown;	/* failed after the request may have reached the server */
 	bool		connect_failed; /* never connected: the server did not get the request */
 	bool		tls_failed;		/* the TLS handshake or the certificate check failed */
+	bool		too_large;		/* the response exceeded chroma_sync.max_response_size */
 	char	   *error;			/* transport error text (palloc'd), or NULL */
 	StringInfoData body;		/* response body (palloc'd) */
 	double		seconds;		/* total transfer time */
 } ChromaHttpResult;
 
 typedef struct ChromaHttpRequest ChromaHttpRequest;
+
+/* Settings of the client (defined in chroma_sync.c) */
+extern char *chroma_proxy;		/* proxy URL; empty: none, whatever the environment says */
+extern int	chroma_max_response_kb;	/* largest response body accepted, in kB */
+
+/* chroma_sync.max_response_size in bytes */
+static inline size_t
+chroma_max_response_bytes(void)
+{
+	return (size_t) chroma_max_response_kb * 1024;
+}
 
 /*
  * Starts a request. body is copied only by reference: it must stay valid until

@@ -5,10 +5,12 @@
 
 #include <math.h>
 
+#include "catalog/pg_type_d.h"
 #include "common/jsonapi.h"
 #include "mb/pg_wchar.h"
 #include "utils/float.h"
 
+#include "chroma_api.h"
 #include "response.h"
 
 typedef enum RowColumn
@@ -33,13 +35,13 @@ typedef struct ParseState
 	bool		meta_keep;		/* the metadata object being captured is a result's */
 	int			idx[6];			/* next element per column */
 	int			cap;
-	/* embedding being read */
+	/* embedding being read (a scratch buffer reused for every record) */
 	float	   *emb;
 	int			emb_len;
 	int			emb_cap;
 	/* metadata object being captured */
 	int			meta_depth;
-	char	   *meta_start;
+	const char *meta_start;
 } ParseState;
 
 static void
@@ -78,10 +80,15 @@ ensure_cap(ParseState *st, int need)
 	st->cap = cap;
 }
 
+/* The parser's token (ours to keep or free) in the server encoding. */
 static char *
-to_server(const char *s)
+to_server(char *token)
 {
-	return pg_any_to_server(s, strlen(s), PG_UTF8);
+	char	   *s = pg_any_to_server(token, strlen(token), PG_UTF8);
+
+	if (s != token)
+		pfree(token);
+	return s;
 }
 
 /* True when inside the column's element list (past the per-query list when nested). */
@@ -148,8 +155,11 @@ rows_array_start(void *state)
 	if (st->col == COL_EMBEDDINGS && in_elements(st, 1))
 	{
 		st->emb_len = 0;
-		st->emb_cap = 64;
-		st->emb = palloc(sizeof(float) * st->emb_cap);
+		if (st->emb == NULL)
+		{
+			st->emb_cap = 64;
+			st->emb = palloc(sizeof(float) * st->emb_cap);
+		}
 	}
 	else if (st->arr > 1 + st->level + (st->col == COL_EMBEDDINGS ? 1 : 0))
 		bad_response("an array nested deeper than expected");
@@ -166,11 +176,15 @@ rows_array_end(void *state)
 	if (st->col == COL_EMBEDDINGS && in_elements(st, 1))
 	{
 		int			i = st->idx[COL_EMBEDDINGS]++;
+		size_t		bytes = sizeof(float) * st->emb_len;
+		char	   *a = palloc(CHROMA_ROWS_ARRAY_HEADER + Max(bytes, 1));
+		void	   *floats = a + CHROMA_ROWS_ARRAY_HEADER;
 
+		/* exactly sized, with room for a real[] header in front (chroma_rows_embedding) */
+		memcpy(floats, st->emb, bytes);
 		ensure_cap(st, i + 1);
-		st->rows->embeddings[i] = st->emb;
+		st->rows->embeddings[i] = floats;
 		st->rows->dims[i] = st->emb_len;
-		st->emb = NULL;
 	}
 	st->arr--;
 }
@@ -213,6 +227,7 @@ rows_field_end(void *state, char *fname, bool isnull)
 
 	if (st->depth == 1)
 		st->col = COL_NONE;
+	pfree(fname);				/* the parser hands every key over: metadata keys too */
 }
 
 static float
@@ -231,44 +246,47 @@ parse_float(const char *token)
 	return f;
 }
 
-static void
-rows_scalar(void *state, char *token, JsonTokenType type)
+/* One scalar of the response; true when token was kept (an id or a document). */
+static bool
+rows_value(ParseState *st, char *token, JsonTokenType type)
 {
-	ParseState *st = (ParseState *) state;
 	int			i;
 
 	if (st->meta_depth || st->col == COL_NONE)
-		return;
+		return false;
 	if (st->arr == 0)
 	{
 		if (type == JSON_TOKEN_NULL)
-			return;
+			return false;
 		bad_response("a column that is not an array");
 	}
 	switch (st->col)
 	{
 		case COL_IDS:
 			if (!in_elements(st, 0))
-				return;
+				return false;
 			if (type != JSON_TOKEN_STRING)
 				bad_response("an id that is not a string");
 			i = st->idx[COL_IDS]++;
 			ensure_cap(st, i + 1);
 			st->rows->ids[i] = to_server(token);
-			break;
+			return true;
 		case COL_DOCUMENTS:
 			if (!in_elements(st, 0))
-				return;
+				return false;
 			i = st->idx[COL_DOCUMENTS]++;
 			ensure_cap(st, i + 1);
 			if (type == JSON_TOKEN_STRING)
+			{
 				st->rows->documents[i] = to_server(token);
-			else if (type != JSON_TOKEN_NULL)
+				return true;
+			}
+			if (type != JSON_TOKEN_NULL)
 				bad_response("a document that is not a string");
 			break;
 		case COL_METADATAS:
 			if (!in_elements(st, 0))
-				return;
+				return false;
 			i = st->idx[COL_METADATAS]++;
 			ensure_cap(st, i + 1);
 			if (type != JSON_TOKEN_NULL)
@@ -276,7 +294,7 @@ rows_scalar(void *state, char *token, JsonTokenType type)
 			break;
 		case COL_DISTANCES:
 			if (!in_elements(st, 0))
-				return;
+				return false;
 			i = st->idx[COL_DISTANCES]++;
 			ensure_cap(st, i + 1);
 			/* null: the distance overflowed float32 on the server */
@@ -295,7 +313,7 @@ rows_scalar(void *state, char *token, JsonTokenType type)
 				break;
 			}
 			if (!in_elements(st, 1))
-				return;
+				return false;
 			if (type != JSON_TOKEN_NUMBER)
 				bad_response("an embedding value that is not a number");
 			if (st->emb_len == st->emb_cap)
@@ -308,20 +326,29 @@ rows_scalar(void *state, char *token, JsonTokenType type)
 		default:
 			break;
 	}
+	return false;
+}
+
+/* Every token the parser hands over is ours: kept, or freed at once. */
+static void
+rows_scalar(void *state, char *token, JsonTokenType type)
+{
+	if (!rows_value((ParseState *) state, token, type))
+		pfree(token);
 }
 
 void
 chroma_parse_rows(StringInfo body, bool nested, ChromaRows *rows)
 {
 	ParseState	st;
-	JsonSemAction sem;
+	ChromaJsonSem sem;
 	JsonParseErrorType err;
 
 	memset(rows, 0, sizeof(*rows));
 	memset(&st, 0, sizeof(st));
 	st.rows = rows;
 	st.level = nested ? 1 : 0;
-	st.lex = makeJsonLexContextCstringLen(body->data, body->len, PG_UTF8, true);
+	st.lex = chroma_json_lexer(body->data, body->len, PG_UTF8, true);
 
 	memset(&sem, 0, sizeof(sem));
 	sem.semstate = &st;
@@ -335,7 +362,8 @@ chroma_parse_rows(StringInfo body, bool nested, ChromaRows *rows)
 
 	if (body->len == 0 || body->data[0] != '{')
 		bad_response("the response is not a JSON object");
-	err = pg_parse_json(st.lex, &sem);
+	chroma_check_response_encoding(body->data, body->len, "read records");
+	err = chroma_parse_json(st.lex, &sem);
 	if (err != JSON_SUCCESS)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_JSON_TEXT),
@@ -349,4 +377,32 @@ chroma_parse_rows(StringInfo body, bool nested, ChromaRows *rows)
 		(rows->has_distances && st.idx[COL_DISTANCES] != rows->n))
 		bad_response("columns of different lengths");
 	ensure_cap(&st, rows->n + 1);
+	if (st.emb)
+		pfree(st.emb);
+	pfree(st.lex->strval->data);
+	pfree(st.lex->strval);
+	pfree(st.lex);
+}
+
+ArrayType *
+chroma_rows_embedding(ChromaRows *rows, int i)
+{
+	void	   *floats = rows->embeddings[i];
+	ArrayType  *a = (ArrayType *) ((char *) floats - CHROMA_ROWS_ARRAY_HEADER);
+	int			n = rows->dims[i];
+
+	/* the header parse_rows left room for: a one-dimensional real[] without nulls */
+	a->dataoffset = 0;
+	a->elemtype = FLOAT4OID;
+	if (n == 0)
+	{
+		SET_VARSIZE(a, sizeof(ArrayType));
+		a->ndim = 0;
+		return a;
+	}
+	SET_VARSIZE(a, CHROMA_ROWS_ARRAY_HEADER + sizeof(float) * n);
+	a->ndim = 1;
+	ARR_DIMS(a)[0] = n;
+	ARR_LBOUND(a)[0] = 1;
+	return a;
 }

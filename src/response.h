@@ -8,12 +8,17 @@
 #define CHROMA_SYNC_RESPONSE_H
 
 #include "lib/stringinfo.h"
+#include "utils/array.h"
+
+/* Bytes in front of each embedding's floats: room for a real[] header. */
+#define CHROMA_ROWS_ARRAY_HEADER ARR_OVERHEAD_NONULLS(1)
 
 typedef struct ChromaRows
 {
 	int			n;				/* records */
 	char	  **ids;			/* server encoding */
-	float	  **embeddings;		/* NULL when not included; an entry NULL for null */
+	float	  **embeddings;		/* NULL when not included; an entry NULL for null; each
+								 * preceded by CHROMA_ROWS_ARRAY_HEADER spare bytes */
 	int		   *dims;
 	char	  **documents;		/* NULL when not included; entries NULL for null */
 	char	  **metadatas;		/* JSON text of each object (server encoding), or NULL */
@@ -29,5 +34,11 @@ typedef struct ChromaRows
  * (nested = true: every column is a list per query embedding).
  */
 extern void chroma_parse_rows(StringInfo body, bool nested, ChromaRows *rows);
+
+/*
+ * Embedding i (not NULL) as a real[], built in place in front of its floats: no copy.
+ * Call it once per embedding.
+ */
+extern ArrayType *chroma_rows_embedding(ChromaRows *rows, int i);
 
 #endif							/* CHROMA_SYNC_RESPONSE_H */

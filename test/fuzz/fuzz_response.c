@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "catalog/pg_type_d.h"
 #include "common/jsonapi.h"
 #include "mb/pg_wchar.h"
 
@@ -128,9 +129,27 @@ valid_utf8(const char *s)
 	return pg_encoding_verifymbstr(PG_UTF8, s, len) == len;
 }
 
+/* The real[] chroma_rows_embedding builds in front of the floats is one the backend reads. */
+static void
+check_embedding_array(ChromaRows *rows, int i)
+{
+	int			n = rows->dims[i];
+	ArrayType  *a = chroma_rows_embedding(rows, i);
+
+	REQUIRE(a->elemtype == FLOAT4OID && !ARR_HASNULL(a));
+	if (n == 0)
+	{
+		REQUIRE(ARR_NDIM(a) == 0 && VARSIZE(a) == sizeof(ArrayType));
+		return;
+	}
+	REQUIRE(ARR_NDIM(a) == 1 && ARR_DIMS(a)[0] == n && ARR_LBOUND(a)[0] == 1);
+	REQUIRE((float *) ARR_DATA_PTR(a) == rows->embeddings[i]);
+	REQUIRE(VARSIZE(a) == (size_t) ARR_DATA_OFFSET(a) + sizeof(float) * n);
+}
+
 /* What every caller of chroma_parse_rows relies on after a success. */
 static void
-check_rows(const ChromaRows *rows)
+check_rows(ChromaRows *rows)
 {
 	int			i;
 	int			j;
@@ -147,6 +166,7 @@ check_rows(const ChromaRows *rows)
 			REQUIRE(rows->dims[i] >= 0);
 			for (j = 0; j < rows->dims[i]; j++)
 				REQUIRE(isfinite(rows->embeddings[i][j]));	/* no NaN or Infinity in a real[] */
+			check_embedding_array(rows, i);
 		}
 		if (rows->has_documents && rows->documents[i] != NULL)
 			REQUIRE(valid_utf8(rows->documents[i]));

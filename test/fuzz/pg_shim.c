@@ -377,6 +377,22 @@ pg_any_to_server(const char *s, int len, int encoding)
 	return unconstify(char *, s);
 }
 
+/* src/chroma_api.c's check of a whole response body, which response.c calls first. */
+void		chroma_check_response_encoding(const char *data, int len, const char *action);
+
+void
+chroma_check_response_encoding(const char *data, int len, const char *action)
+{
+	int			valid = pg_encoding_verifymbstr(PG_UTF8, data, len);
+
+	if (valid != len)
+		ereport(ERROR,
+				(errcode(ERRCODE_CHARACTER_NOT_IN_REPERTOIRE),
+				 errmsg("Chroma sent a response that is not valid UTF-8 while trying to %s", action),
+				 errdetail("The byte at offset %d of the response is not part of a valid UTF-8 sequence.",
+						   valid)));
+}
+
 /* ------------------------------------------------------------ stack depth */
 
 static char *stack_base;

@@ -8,6 +8,10 @@
 #   reason in chroma_sync.status and catches up after the key is fixed and it is resumed;
 # - a CA that did not sign the server's certificate (or the system's CAs): 08001;
 # - a self-signed certificate: 08001 with tls_verify on, works with tls_verify off;
+# - chroma_sync.ca_file replaces the system's trust: a second server started in a private
+#   mount namespace (test/lib/private_ns.pl) sees a system CA directory holding only the
+#   second CA; a certificate signed by it is accepted without ca_file and refused with
+#   ca_file naming the first CA; SSLKEYLOGFILE in that server's environment writes nothing;
 # - the key never appears in the server log.
 use strict;
 use warnings;
@@ -49,12 +53,17 @@ PostgreSQL::Test::Utils::append_to_file("$dir/server.ext",
 	  . "keyUsage = critical, digitalSignature\nextendedKeyUsage = serverAuth\n");
 run_openssl('x509', '-req', '-in', "$dir/server.csr", '-CA', "$dir/ca.pem", '-CAkey', "$dir/ca.key",
 	'-CAcreateserial', '-out', "$dir/server.pem", '-days', '2', '-extfile', "$dir/server.ext");
+# a server certificate signed by the second CA (the "system" CA of the second server)
+run_openssl('req', @ec, '-keyout', "$dir/server2.key", '-out', "$dir/server2.csr", '-subj', '/CN=127.0.0.1');
+run_openssl('x509', '-req', '-in', "$dir/server2.csr", '-CA', "$dir/other_ca.pem", '-CAkey', "$dir/other_ca.key",
+	'-CAcreateserial', '-out', "$dir/server2.pem", '-days', '2', '-extfile', "$dir/server.ext");
 run_openssl('req', '-x509', @ec, '-keyout', "$dir/self.key", '-out', "$dir/self.pem", '-days', '2',
 	'-subj', '/CN=127.0.0.1', '-addext', 'subjectAltName = IP:127.0.0.1');
 
 # ---------------------------------------------------------------- nginx
 my $port = PostgreSQL::Test::Cluster::get_free_port();
 my $self_port = PostgreSQL::Test::Cluster::get_free_port();
+my $other_port = PostgreSQL::Test::Cluster::get_free_port();
 my $chroma = "127.0.0.1:$ENV{CHROMA_PORT}";
 mkdir "$dir/nginx_tmp";
 my $location = qq{
@@ -93,6 +102,12 @@ http {
 		listen 127.0.0.1:$port ssl;
 		ssl_certificate $dir/server.pem;
 		ssl_certificate_key $dir/server.key;
+		location / { $location }
+	}
+	server {
+		listen 127.0.0.1:$other_port ssl;
+		ssl_certificate $dir/server2.pem;
+		ssl_certificate_key $dir/server2.key;
 		location / { $location }
 	}
 	server {
@@ -251,6 +266,51 @@ SELECT chroma_count('cs_t043_direct')"), "t\n1\n3", 'the same with tls_verify of
 ($ret, $err) = verbose_error("SET chroma_sync.url = 'https://localhost:$port'; SELECT chroma_heartbeat()");
 like($err, qr/ERROR:\s+08001:.*\n.*DETAIL:.*(host ?name|subject name)/i, 'a certificate that does not name the host: 08001');
 note("wrong host: $err");
+
+# ---------------------------------------------------------------- ca_file replaces the system's CAs
+# A second server whose system CA directory (/etc/ssl/certs, libcurl's CApath and the
+# directory of its CAfile) holds only other_ca, in a private mount namespace.
+my $certs = "$dir/system_certs";
+mkdir $certs;
+my $hash = `$openssl x509 -hash -noout -in '$dir/other_ca.pem'`;
+chomp $hash;
+PostgreSQL::Test::Utils::append_to_file("$certs/$hash.0", slurp_file("$dir/other_ca.pem"));
+PostgreSQL::Test::Utils::append_to_file("$certs/ca-certificates.crt", slurp_file("$dir/other_ca.pem"));
+my $sys = PostgreSQL::Test::Cluster->new('tls_system_ca');
+$sys->init;
+$sys->append_conf('postgresql.conf', qq{
+shared_preload_libraries = 'chroma_sync'
+chroma_sync.api_key = '$key'
+chroma_sync.connect_timeout = 2000
+});
+my $keylog = "$dir/sslkeylog.txt";
+{
+	local $ENV{SSLKEYLOGFILE} = $keylog;
+	PostgreSQL::Test::Utils::system_or_bail('perl', "$ENV{CHROMA_SYNC_ROOT}/test/lib/private_ns.pl",
+		'--bind', "$certs:/etc/ssl/certs", '--', 'pg_ctl', '-w', '-D', $sys->data_dir, '-l', $sys->logfile,
+		'-o', '--cluster-name=tls_system_ca', 'start');
+}
+$sys->_update_pid(1);
+$sys->safe_psql('postgres', 'CREATE EXTENSION chroma_sync');
+sub sys_error
+{
+	my ($sql) = @_;
+	my ($ret, $out, $err) = $sys->psql('postgres', "\\set VERBOSITY verbose\n$sql");
+	return ($ret, $out, $err);
+}
+my $other_url = "https://127.0.0.1:$other_port";
+my $out;
+($ret, $out, $err) = sys_error("SET chroma_sync.url = '$other_url'; SELECT chroma_heartbeat() > 0");
+is($out, 't', 'without ca_file, a certificate signed by a CA of the (private) system store is accepted')
+  or diag($err);
+($ret, $out, $err) = sys_error("SET chroma_sync.url = '$other_url'; SET chroma_sync.ca_file = '$dir/ca.pem'; SELECT chroma_heartbeat() > 0");
+like($err, qr/ERROR:\s+08001:/, 'with ca_file naming another CA, the system store is no longer trusted: 08001')
+  or diag("stdout: $out");
+($ret, $out, $err) = sys_error("SET chroma_sync.url = '$url'; SET chroma_sync.ca_file = '$dir/ca.pem'; SELECT chroma_heartbeat() > 0");
+is($out, 't', 'and the CA that ca_file names is trusted') or diag($err);
+ok(!-e $keylog || -s $keylog == 0, 'SSLKEYLOGFILE in the server\'s environment: no TLS secret was written')
+  or diag(slurp_file($keylog));
+$sys->stop;
 
 # ---------------------------------------------------------------- the key stays secret
 my $log = slurp_file($node->logfile, $log0);
