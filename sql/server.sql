@@ -1,4 +1,5 @@
 -- Server information, heartbeat, settings validation, and an unreachable server.
+-- server_1.out: newer majors (seen on 17+) word a setting's range "(100 ms .. 3600000 ms)".
 
 SELECT chroma_heartbeat() > 0 AS heartbeat_positive;
 

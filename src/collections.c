@@ -8,7 +8,9 @@
 #include "funcapi.h"
 #include "utils/builtins.h"
 #include "utils/json.h"
+#include "utils/memutils.h"
 #include "utils/jsonb.h"
+#include "utils/tuplestore.h"
 #include "utils/uuid.h"
 
 #include "chroma_api.h"
@@ -118,15 +120,30 @@ chroma_delete_collection(PG_FUNCTION_ARGS)
 											PG_ARGISNULL(1) ? false : PG_GETARG_BOOL(1)));
 }
 
+/* More pages than this is a server that never ends its list (a million collections). */
+#define MAX_COLLECTION_PAGES 10000
+
+/*
+ * Pages through the list. A server that ignores offset repeats its first page, one that
+ * never ends is stopped by MAX_COLLECTION_PAGES and by max_response_size over all pages.
+ */
 Datum
 chroma_list_collections(PG_FUNCTION_ARGS)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	const int	page = 100;
 	int			offset = 0;
+	size_t		total_bytes = 0;
+	char		prev_first[64] = "";
+	MemoryContext page_cxt;
+	MemoryContext old_cxt;
 
 	InitMaterializedSRF(fcinfo, 0);
-	for (;;)
+	/* what one page allocates is freed before the next (the tuplestore keeps copies) */
+	page_cxt = AllocSetContextCreate(CurrentMemoryContext, "chroma_list_collections page",
+									 ALLOCSET_DEFAULT_SIZES);
+	old_cxt = MemoryContextSwitchTo(page_cxt);
+	for (int pageno = 0;; pageno++)
 	{
 		ChromaResponse resp;
 		Jsonb	   *arr;
@@ -134,10 +151,24 @@ chroma_list_collections(PG_FUNCTION_ARGS)
 		JsonbValue	v;
 		JsonbIteratorToken tok;
 		int			n = 0;
+		char	   *first = NULL;
 
+		if (pageno >= MAX_COLLECTION_PAGES)
+			ereport(ERROR,
+					(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+					 errmsg("Chroma listed more than %d collections", MAX_COLLECTION_PAGES * page),
+					 errhint("Check that chroma_sync.url names a Chroma server.")));
 		chroma_call_or_raise("GET", psprintf("%s?limit=%d&offset=%d",
 											 chroma_collections_url(), page, offset),
 							 NULL, 0, &resp, "list collections");
+		total_bytes += resp.http.body.len;
+		if (total_bytes > chroma_max_response_bytes())
+			ereport(ERROR,
+					(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+					 errmsg("the list of collections from Chroma is larger than chroma_sync.max_response_size"),
+					 errdetail("The limit is %d kB, for all pages of the list together; %d pages were read.",
+							   chroma_max_response_kb, pageno + 1),
+					 errhint("Have a superuser raise chroma_sync.max_response_size, or check that chroma_sync.url names a Chroma server.")));
 		arr = chroma_parse_body(&resp, "list collections");
 		if (!JB_ROOT_IS_ARRAY(arr) || JB_ROOT_IS_SCALAR(arr))
 			ereport(ERROR,
@@ -153,6 +184,8 @@ chroma_list_collections(PG_FUNCTION_ARGS)
 			if (tok != WJB_ELEM || v.type != jbvBinary)
 				continue;
 			chroma_parse_collection(JsonbValueToJsonb(&v), &coll);
+			if (first == NULL)
+				first = coll.id;
 			values[0] = uuid_datum(coll.id);
 			values[1] = CStringGetTextDatum(coll.name ? coll.name : "");
 			values[2] = Int32GetDatum(coll.dimension);
@@ -164,7 +197,17 @@ chroma_list_collections(PG_FUNCTION_ARGS)
 		}
 		if (n < page)
 			break;
+		if (first != NULL && strcmp(first, prev_first) == 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_EXTERNAL_ROUTINE_EXCEPTION),
+					 errmsg("Chroma sent the same page of collections twice while listing collections"),
+					 errdetail("The page at offset %d begins with the same collection (%s) as the page before: the server ignores offset, and the list would never end.",
+							   offset, first)));
+		strlcpy(prev_first, first ? first : "", sizeof(prev_first));
 		offset += page;
+		MemoryContextReset(page_cxt);
 	}
+	MemoryContextSwitchTo(old_cxt);
+	MemoryContextDelete(page_cxt);
 	return (Datum) 0;
 }

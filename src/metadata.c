@@ -285,3 +285,45 @@ chroma_metadata_render(Jsonb *jb, bool allow_arrays, cs_buf *out, const char *wh
 	}
 	return nkeys;
 }
+
+List *
+chroma_metadata_keys(Jsonb *jb)
+{
+	List	   *keys = NIL;
+	JsonbIterator *it;
+	JsonbValue	v;
+	JsonbIteratorToken tok;
+
+	if (jb == NULL || !JB_ROOT_IS_OBJECT(jb) || JB_ROOT_IS_SCALAR(jb))
+		return NIL;
+	it = JsonbIteratorInit(&jb->root);
+	while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
+		if (tok == WJB_KEY)
+			keys = lappend(keys, pnstrdup(v.val.string.val, v.val.string.len));
+	return keys;
+}
+
+int
+chroma_metadata_append_nulls(cs_buf *out, char *const *keys, int nkeys, List *present)
+{
+	int			added = 0;
+
+	for (int i = 0; i < nkeys; i++)
+	{
+		bool		found = false;
+		ListCell   *lc;
+
+		foreach(lc, present)
+			if (strcmp((char *) lfirst(lc), keys[i]) == 0)
+				found = true;
+		if (found)
+			continue;
+		out->len--;				/* drop the closing brace */
+		if (out->len > 1)
+			cs_buf_putc(out, ',');
+		chroma_json_server_string(out, keys[i], strlen(keys[i]));
+		cs_buf_puts(out, ":null}");
+		added++;
+	}
+	return added;
+}

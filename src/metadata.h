@@ -5,6 +5,7 @@
 #define CHROMA_SYNC_METADATA_H
 
 #include "encode.h"
+#include "nodes/pg_list.h"
 #include "utils/jsonb.h"
 
 /*
@@ -30,5 +31,17 @@ extern void chroma_json_server_string(cs_buf *out, const char *s, int len);
 
 /* Appends a numeric as a JSON number Chroma reads as int64 or float64, or raises. */
 extern void chroma_json_numeric(cs_buf *out, Numeric num, const char *key, const char *who);
+
+/* The top-level keys of a metadata object (palloc'd, server encoding); NIL for none. */
+extern List *chroma_metadata_keys(Jsonb *jb);
+
+/*
+ * The exactness rule of upserts (Chroma merges metadata; a null value removes a key):
+ * appends "key": null to the object in out (complete, "{}" or "{...}") for each of
+ * keys[0..nkeys) (server encoding) that is not in present (a List of C strings).
+ * Returns how many were appended.
+ */
+extern int	chroma_metadata_append_nulls(cs_buf *out, char *const *keys, int nkeys,
+										 List *present);
 
 #endif							/* CHROMA_SYNC_METADATA_H */

@@ -115,7 +115,7 @@ collect_embeddings(ArrayType *emb, RecordSet *rs)
 				 errmsg("embeddings has %d rows but %d ids were given", rows, n)));
 	if (ARR_HASNULL(emb))
 	{
-		bits8	   *bitmap = ARR_NULLBITMAP(emb);
+		uint8	   *bitmap = ARR_NULLBITMAP(emb);
 
 		for (int i = 0; i < rows * dim; i++)
 			if (!(bitmap[i / 8] & (1 << (i % 8))))
@@ -175,10 +175,18 @@ collect_metadatas(ArrayType *metas, RecordSet *rs)
 			record_set_metadata(rs, i, DatumGetJsonbP(elems[i]), arrays);
 }
 
+/* replace came in 0.5 (chroma_upsert only): the 0.4 definitions have no such argument. */
+static bool
+replace_arg(FunctionCallInfo fcinfo, int argno)
+{
+	return PG_NARGS() > argno && !PG_ARGISNULL(argno) && PG_GETARG_BOOL(argno);
+}
+
 static Datum
 write_records(FunctionCallInfo fcinfo, const char *op)
 {
 	char	   *collection = collection_arg(fcinfo);
+	bool		replace = strcmp(op, "upsert") == 0 && replace_arg(fcinfo, 5);
 	RecordSet	rs;
 	RecordSender sender;
 
@@ -208,7 +216,17 @@ write_records(FunctionCallInfo fcinfo, const char *op)
 		PG_RETURN_INT64(0);
 
 	record_sender_init(&sender, collection, op);
-	record_sender_send(&sender, &rs);
+	if (replace)
+	{
+		RecordSender deleter;
+		RecordSet	clear;
+
+		record_sender_init(&deleter, collection, "delete");
+		record_set_replace(&rs, sender.collection_id, &clear);
+		record_sender_send_replacing(&sender, &deleter, &rs, &clear);
+	}
+	else
+		record_sender_send(&sender, &rs);
 	PG_RETURN_INT64((int64) record_sender_finish(&sender));
 }
 
@@ -388,6 +406,8 @@ chroma_upsert_query(PG_FUNCTION_ARGS)
 	bool		arrays;
 	int			fetch;
 	UpsertProgress progress;
+	bool		replace = replace_arg(fcinfo, 2);
+	RecordSender deleter;
 
 	if (PG_ARGISNULL(1))
 		ereport(ERROR,
@@ -396,6 +416,8 @@ chroma_upsert_query(PG_FUNCTION_ARGS)
 	query = text_to_cstring(PG_GETARG_TEXT_PP(1));
 
 	record_sender_init(&sender, collection, "upsert");
+	if (replace)
+		record_sender_init(&deleter, collection, "delete");
 	arrays = chroma_server(false)->supports_metadata_arrays;
 	fetch = sender.batch_size;
 	batch_ctx[0] = AllocSetContextCreate(caller_ctx, "chroma_sync batch", ALLOCSET_DEFAULT_SIZES);
@@ -432,7 +454,17 @@ chroma_upsert_query(PG_FUNCTION_ARGS)
 		MemoryContextReset(batch_ctx[cur]);
 		old = MemoryContextSwitchTo(batch_ctx[cur]);
 		rows_to_records(SPI_tuptable, nrows, pos, &qc, arrays, &rs);
-		record_sender_send(&sender, &rs);
+		if (replace)
+		{
+			RecordSet	clear;
+
+			/* the previous batch may hold the same ids: it lands before they are read */
+			record_sender_wait(&sender);
+			record_set_replace(&rs, sender.collection_id, &clear);
+			record_sender_send_replacing(&sender, &deleter, &rs, &clear);
+		}
+		else
+			record_sender_send(&sender, &rs);
 		MemoryContextSwitchTo(old);
 		SPI_freetuptable(SPI_tuptable);
 		pos += nrows;

@@ -26,6 +26,7 @@ typedef struct RecordSender
 {
 	const char *collection;
 	const char *op;				/* upsert, add, update, delete */
+	char	   *collection_id;
 	char	   *url;
 	bool		base64;
 	int			batch_size;
@@ -46,7 +47,21 @@ extern void record_set_document(RecordSet *rs, int i, const char *doc, int len);
 extern void record_set_metadata(RecordSet *rs, int i, Jsonb *jb, bool allow_arrays);
 
 extern void record_sender_init(RecordSender *s, const char *collection, const char *op);
+/* The checks record_sender_send makes before sending anything (dimension, sizes). */
+extern void record_sender_check(RecordSender *s, RecordSet *rs);
 extern void record_sender_send(RecordSender *s, RecordSet *rs);
+/* Waits until the request in flight, if any, is acknowledged. */
+extern void record_sender_wait(RecordSender *s);
 extern uint64 record_sender_finish(RecordSender *s);
+
+/*
+ * replace => true (records_replace.c): documents and metadata become exactly what rs
+ * holds. Adds to rs's metadata every key the stored records have and rs lacks, as null;
+ * *clear gets the records whose document is NULL, to delete before the upsert.
+ */
+extern void record_set_replace(RecordSet *rs, const char *collection_id, RecordSet *clear);
+/* Checks rs, deletes the records of clear (and waits), then sends rs with sender. */
+extern void record_sender_send_replacing(RecordSender *sender, RecordSender *deleter,
+										 RecordSet *rs, RecordSet *clear);
 
 #endif							/* CHROMA_SYNC_RECORDS_H */

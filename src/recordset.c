@@ -220,6 +220,7 @@ record_sender_init(RecordSender *s, const char *collection, const char *op)
 	s->collection = collection;
 	s->op = op;
 	chroma_api_get_collection(collection, &coll, false);
+	s->collection_id = coll.id;
 	s->url = chroma_records_url(coll.id, op);
 	s->dim = coll.dimension;
 	s->base64 = chroma_use_base64();
@@ -277,15 +278,12 @@ sender_post(RecordSender *s, RecordSet *rs, int from, int to)
 	s->cur ^= 1;
 }
 
-void
-record_sender_send(RecordSender *s, RecordSet *rs)
+/* Checks every record against the collection and the request size; their sizes (palloc'd). */
+static size_t *
+check_records(RecordSender *s, RecordSet *rs)
 {
-	int			from = 0;
-	size_t		bytes = 64;
 	size_t	   *sizes;
 
-	if (rs->n == 0)
-		return;
 	if (rs->with_embeddings)
 	{
 		if (s->dim == 0)
@@ -297,7 +295,7 @@ record_sender_send(RecordSender *s, RecordSet *rs)
 							rs->dim, s->collection, s->dim),
 					 errdetail("First mismatching record: %s.", record_describe(rs, 0))));
 	}
-	/* Every record must fit in a request on its own: check before sending any. */
+	/* Every record must fit in a request on its own: checked before sending any. */
 	sizes = palloc_array(size_t, rs->n);
 	for (int i = 0; i < rs->n; i++)
 	{
@@ -309,7 +307,26 @@ record_sender_send(RecordSender *s, RecordSet *rs)
 					 errdetail("A request body may hold at most %d MiB.",
 							   CHROMA_MAX_BODY_BYTES / (1024 * 1024))));
 	}
+	return sizes;
+}
 
+void
+record_sender_check(RecordSender *s, RecordSet *rs)
+{
+	if (rs->n > 0)
+		pfree(check_records(s, rs));
+}
+
+void
+record_sender_send(RecordSender *s, RecordSet *rs)
+{
+	int			from = 0;
+	size_t		bytes = 64;
+	size_t	   *sizes;
+
+	if (rs->n == 0)
+		return;
+	sizes = check_records(s, rs);
 	for (int i = 0; i < rs->n; i++)
 	{
 		size_t		sz = sizes[i];
@@ -324,6 +341,12 @@ record_sender_send(RecordSender *s, RecordSet *rs)
 	}
 	sender_post(s, rs, from, rs->n);
 	pfree(sizes);
+}
+
+void
+record_sender_wait(RecordSender *s)
+{
+	sender_wait(s);
 }
 
 uint64
