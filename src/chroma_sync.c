@@ -3,7 +3,9 @@
  */
 #include "postgres.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "fmgr.h"
 #include "miscadmin.h"
@@ -12,6 +14,7 @@
 #include "utils/memutils.h"
 
 #include "chroma_sync.h"
+#include "http.h"
 #include "shared.h"
 #include "sync.h"
 #include "trigger.h"
@@ -30,6 +33,8 @@ int			chroma_batch_size = 500;
 int			chroma_timeout_ms = 30000;
 int			chroma_connect_timeout_ms = 5000;
 int			chroma_embedding_encoding = CHROMA_ENCODING_AUTO;
+char	   *chroma_proxy = NULL;
+int			chroma_max_response_kb = 512 * 1024;
 
 static const struct config_enum_entry encoding_options[] = {
 	{"auto", CHROMA_ENCODING_AUTO, false},
@@ -123,6 +128,35 @@ check_url(char **newval, void **extra, GucSource source)
 	return check_url_authority(strstr(*newval, "://") + 3);
 }
 
+/* Empty (no proxy), or a proxy URL libcurl understands; never anything else. */
+static bool
+check_proxy(char **newval, void **extra, GucSource source)
+{
+	static const char *const schemes[] = {"http://", "https://", "socks4://", "socks4a://",
+	"socks5://", "socks5h://"};
+	const char *u = *newval ? *newval : "";
+	bool		known = (*u == '\0');
+
+	for (size_t i = 0; i < lengthof(schemes) && !known; i++)
+		known = strncmp(u, schemes[i], strlen(schemes[i])) == 0;
+	if (!known)
+	{
+		GUC_check_errcode(ERRCODE_INVALID_PARAMETER_VALUE);
+		GUC_check_errmsg("chroma_sync.proxy must start with http://, https://, socks4://, socks4a://, socks5:// or socks5h://");
+		return false;
+	}
+	for (; *u; u++)
+	{
+		if ((unsigned char) *u <= 0x20 || *u == 0x7f)
+		{
+			GUC_check_errcode(ERRCODE_INVALID_PARAMETER_VALUE);
+			GUC_check_errmsg("chroma_sync.proxy must not contain spaces or control characters");
+			return false;
+		}
+	}
+	return true;
+}
+
 static bool
 check_name_setting(char **newval, void **extra, GucSource source)
 {
@@ -161,37 +195,64 @@ const char *
 chroma_effective_api_key(void)
 {
 	static char *file_key = NULL;
-	FILE	   *f;
-	char		line[4096];
+	int			fd;
+	struct stat st;
+	char		line[4097];
+	size_t		len = 0;
+	ssize_t		r = 0;
+	char	   *nl;
 	size_t		n;
-	int			c;
 
 	if (chroma_api_key && *chroma_api_key)
 		return chroma_api_key;
 	if (chroma_api_key_file == NULL || *chroma_api_key_file == '\0')
 		return NULL;
 
-	f = AllocateFile(chroma_api_key_file, "r");
-	if (f == NULL)
+	/* O_NONBLOCK: opening a FIFO must not wait for a writer, beyond cancel and terminate */
+	fd = OpenTransientFile(chroma_api_key_file, O_RDONLY | O_NONBLOCK | PG_BINARY);
+	if (fd < 0)
 		ereport(ERROR,
 				(errcode_for_file_access(),
 				 errmsg("could not open chroma_sync.api_key_file \"%s\": %m",
 						chroma_api_key_file)));
-	if (fgets(line, sizeof(line), f) == NULL)
-		line[0] = '\0';
-	n = strlen(line);
-	/* A longer key would be cut short silently and sent wrong. */
-	if (n == sizeof(line) - 1 && line[n - 1] != '\n' && (c = fgetc(f)) != EOF &&
-		c != '\n' && c != '\r')
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
 	{
-		FreeFile(f);
+		CloseTransientFile(fd);
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("chroma_sync.api_key_file \"%s\" is not a regular file",
+						chroma_api_key_file),
+				 errhint("Name a file whose first line is the key.")));
+	}
+	/* The first line, and one byte more to tell a line that is too long. */
+	while (len < sizeof(line) - 1 &&
+		   (r = read(fd, line + len, sizeof(line) - 1 - len)) > 0)
+		len += r;
+	CloseTransientFile(fd);
+	if (r < 0)
+	{
+		explicit_bzero(line, sizeof(line));
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not read chroma_sync.api_key_file \"%s\": %m",
+						chroma_api_key_file)));
+	}
+	line[len] = '\0';
+	nl = memchr(line, '\n', len);
+	n = nl ? (size_t) (nl - line) : len;
+	/* A longer key would be cut short silently and sent wrong. */
+	if (n > sizeof(line) - 2 && line[sizeof(line) - 2] != '\r')
+	{
 		explicit_bzero(line, sizeof(line));
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("the first line of chroma_sync.api_key_file \"%s\" is longer than %d bytes",
-						chroma_api_key_file, (int) sizeof(line) - 1)));
+						chroma_api_key_file, (int) sizeof(line) - 2)));
 	}
-	FreeFile(f);
+	if (n > sizeof(line) - 2)
+		n = sizeof(line) - 2;
+	line[n] = '\0';
+	n = strlen(line);			/* a NUL ends the key, as it did */
 	while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r' || line[n - 1] == ' '))
 		line[--n] = '\0';
 	if (n == 0)
@@ -258,6 +319,14 @@ define_settings(void)
 							"Time allowed to connect to the Chroma server.",
 							NULL, &chroma_connect_timeout_ms, 5000, 10, 600000,
 							PGC_USERSET, GUC_UNIT_MS, NULL, NULL, NULL);
+	DefineCustomStringVariable("chroma_sync.proxy",
+							   "Proxy for requests to Chroma (empty: none, whatever the server's environment names).",
+							   NULL, &chroma_proxy, "",
+							   PGC_SUSET, GUC_SUPERUSER_ONLY, check_proxy, NULL, NULL);
+	DefineCustomIntVariable("chroma_sync.max_response_size",
+							"Largest response accepted from Chroma (a collection list counts all its pages).",
+							NULL, &chroma_max_response_kb, 512 * 1024, 64, 1024 * 1024 - 1,
+							PGC_SUSET, GUC_UNIT_KB, NULL, NULL, NULL);
 	DefineCustomEnumVariable("chroma_sync.embedding_encoding",
 							 "How embeddings are sent: auto (base64 when the server supports it), base64 or json.",
 							 NULL, &chroma_embedding_encoding, CHROMA_ENCODING_AUTO,
@@ -284,6 +353,16 @@ define_settings(void)
 void
 _PG_init(void)
 {
+	/*
+	 * Loaded later (CREATE EXTENSION, a function call, LOAD), the settings would be undefined
+	 * in other backends: ALTER ROLE ... SET chroma_sync.api_key would store the key unchecked.
+	 */
+	if (!process_shared_preload_libraries_in_progress)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("chroma_sync must be loaded via shared_preload_libraries"),
+				 errdetail("Without it chroma_sync.* settings are not checked in every session, and ALTER ROLE ... SET would store chroma_sync.api_key where every user can read it."),
+				 errhint("Add chroma_sync to shared_preload_libraries in postgresql.conf and restart the server.")));
 	define_settings();
 	chroma_trigger_init();
 	chroma_redact_init();

@@ -10,6 +10,10 @@
 
 #include <string.h>
 
+#include <ctype.h>
+
+#include "commands/prepare.h"
+#include "common/hashfn.h"
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "tcop/tcopprot.h"
@@ -31,18 +35,71 @@ mentions_key(const char *s)
 static bool
 is_statement_log(const char *message_id)
 {
-	return message_id != NULL &&
-		(strcmp(message_id, "statement: %s") == 0 ||
-		 strcmp(message_id, "duration: %s ms  statement: %s") == 0 ||
-		 strcmp(message_id, "execute %s: %s") == 0 ||
-		 strcmp(message_id, "duration: %s ms  execute %s: %s") == 0 ||
-		 strcmp(message_id, "execute %s%s%s%s: %s") == 0 ||
-		 strcmp(message_id, "duration: %s ms  execute %s%s%s%s: %s") == 0);
+	static const char *const formats[] = {
+		"statement: %s",
+		"duration: %s ms  statement: %s",
+		"duration: %s ms  parse %s: %s",
+		"duration: %s ms  bind %s%s%s: %s",
+		"%s %s%s%s: %s",		/* execute of the extended protocol */
+		"duration: %s ms  %s %s%s%s: %s",
+	};
+
+	for (int i = 0; message_id != NULL && i < (int) lengthof(formats); i++)
+		if (strcmp(message_id, formats[i]) == 0)
+			return true;
+	return false;
+}
+
+/*
+ * The statement during which a session assigned the key (see chroma_redact_activity):
+ * its address, length and hash (the next statement's text may land at the same address).
+ */
+static const char *keyed_query = NULL;
+static size_t keyed_len = 0;
+static uint32 keyed_hash = 0;
+
+static bool
+is_keyed_query(const char *q)
+{
+	size_t		len;
+
+	if (q == NULL || q != keyed_query)
+		return false;
+	len = strlen(q);
+	return len == keyed_len && hash_bytes((const unsigned char *) q, (int) len) == keyed_hash;
+}
+
+/* "EXECUTE name ..." of a prepared statement whose text mentions the key. */
+static bool
+executes_keyed_statement(const char *query)
+{
+	const char *p = query;
+	char		name[NAMEDATALEN];
+	int			n = 0;
+	PreparedStatement *ps;
+
+	if (p == NULL)
+		return false;
+	while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')
+		p++;
+	if (pg_strncasecmp(p, "execute", 7) != 0 || !(p[7] == ' ' || p[7] == '\t' || p[7] == '\n'))
+		return false;
+	for (p += 7; *p == ' ' || *p == '\t' || *p == '\n'; p++)
+		;
+	while (n < NAMEDATALEN - 1 && (isalnum((unsigned char) *p) || *p == '_' || (unsigned char) *p >= 0x80))
+		name[n++] = pg_tolower((unsigned char) *p++);
+	name[n] = '\0';
+	if (n == 0)
+		return false;
+	ps = FetchPreparedStatement(name, false);
+	return ps != NULL && mentions_key(ps->plansource->query_string);
 }
 
 static void
 redact_api_key(ErrorData *edata)
 {
+	bool		keyed;
+
 	if (edata->message_id && edata->message &&
 		strstr(edata->message, "\"chroma_sync.api_key\"") != NULL)
 	{
@@ -51,13 +108,26 @@ redact_api_key(ErrorData *edata)
 		else if (strcmp(edata->message_id, "invalid value for parameter \"%s\": \"%s\"") == 0)
 			edata->message = pstrdup("invalid value for parameter \"chroma_sync.api_key\"");
 	}
-	if (mentions_key(debug_query_string))
+	keyed = mentions_key(debug_query_string) ||
+		is_keyed_query(debug_query_string) ||
+		executes_keyed_statement(debug_query_string);
+	if (keyed || (is_statement_log(edata->message_id) &&
+				  (mentions_key(edata->message) || mentions_key(edata->detail))))
 	{
-		/* the statement would follow the message ("STATEMENT: ...") */
+		/* the statement would follow the message ("STATEMENT: ..."), with its parameters */
 		edata->hide_stmt = true;
-		if (is_statement_log(edata->message_id) && mentions_key(edata->message))
+		if (is_statement_log(edata->message_id))
+		{
 			edata->message = pstrdup("statement: " REDACTED_STATEMENT);
+			edata->detail = NULL;
+			edata->detail_log = NULL;
+		}
 	}
+	/* PL/pgSQL and SPI repeat the statement that failed in the context */
+	if (mentions_key(edata->context) || (keyed && edata->context != NULL))
+		edata->context = pstrdup(REDACTED_STATEMENT);
+	if (mentions_key(edata->internalquery))
+		edata->internalquery = NULL;
 	if (prev_emit_log_hook)
 		prev_emit_log_hook(edata);
 }
@@ -69,10 +139,21 @@ chroma_redact_init(void)
 	emit_log_hook = redact_api_key;
 }
 
-/* A session assigns the key: the running statement's text leaves pg_stat_activity. */
+/*
+ * A session assigns the key: the running statement's text leaves pg_stat_activity, and
+ * its later log lines (a duration, an error) lose it too, whatever the text says
+ * (EXECUTE of a prepared statement, a parameter, a function's SET clause).
+ */
 void
 chroma_redact_activity(void)
 {
-	if (MyBackendType == B_BACKEND && mentions_key(debug_query_string))
-		pgstat_report_activity(STATE_RUNNING, REDACTED_STATEMENT);
+	if (MyBackendType != B_BACKEND)
+		return;
+	keyed_query = debug_query_string;
+	if (keyed_query != NULL)
+	{
+		keyed_len = strlen(keyed_query);
+		keyed_hash = hash_bytes((const unsigned char *) keyed_query, (int) keyed_len);
+	}
+	pgstat_report_activity(STATE_RUNNING, REDACTED_STATEMENT);
 }

@@ -51,8 +51,17 @@ PG_FUNCTION_INFO_V1(chroma_resync);
 PG_FUNCTION_INFO_V1(chroma_retry_failed);
 
 /* Collections to drop when the transaction that unmirrored them commits. */
+/* Collections chroma_unmirror(drop_collection => true) drops when the transaction commits. */
+typedef struct PendingDrop
+{
+	char	   *name;
+	int			level;			/* subtransaction nest level that asked */
+} PendingDrop;
+
 static List *drop_at_commit = NIL;
 static bool drop_callback_registered = false;
+
+static bool collection_dropped_at_commit(const char *name);
 
 static void
 spi_exec(const char *sql, int nargs, Oid *types, Datum *values, int expect)
@@ -74,7 +83,7 @@ qualified_name(Oid relid)
 static void
 check_owner(Oid relid, Oid role)
 {
-	if (!pg_class_ownercheck(relid, role))
+	if (!chroma_class_ownercheck(relid, role))
 		ereport(ERROR,
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 				 errmsg("must be owner of table %s", get_rel_name(relid))));
@@ -129,6 +138,12 @@ column_attnum(Oid relid, const char *name, const char *what)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_COLUMN_REFERENCE),
 				 errmsg("%s column \"%s\" is a system column", what, name)));
+	if (chroma_column_is_virtual(relid, a))
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("%s column \"%s\" is a virtual generated column", what, name),
+				 errdetail("A virtual generated column is computed when it is read and never stored, so the mirror's triggers cannot see its value."),
+				 errhint("Declare the column GENERATED ALWAYS AS (...) STORED, or mirror the columns it is computed from.")));
 	return a;
 }
 
@@ -498,6 +513,13 @@ chroma_mirror(PG_FUNCTION_ARGS)
 							relname, collection)));
 	}
 
+	if (collection_dropped_at_commit(collection))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("collection \"%s\" is dropped when this transaction commits", collection),
+				 errdetail("chroma_unmirror(drop_collection => true) was called for it earlier in this transaction."),
+				 errhint("Commit first, or mirror into another collection.")));
+
 	/* The collection (network): created if missing, its dimension fixes the mirror's. */
 	chroma_api_create_collection(collection, NULL, NULL, true, &coll);
 	ownership_claim(&coll, ownership_tag(mirror_system_identifier(), MyDatabaseId, relid), adopt);
@@ -610,20 +632,70 @@ drop_one_collection(const char *name)
 static void
 drop_collections_at_commit(XactEvent event, void *arg)
 {
-	List	   *names;
+	List	   *drops;
 	ListCell   *lc;
 
-	if (event == XACT_EVENT_ABORT || event == XACT_EVENT_PARALLEL_ABORT)
+	if (drop_at_commit == NIL)
+		return;
+	if (event == XACT_EVENT_PRE_PREPARE)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("cannot PREPARE a transaction that drops a Chroma collection"),
+				 errdetail("chroma_unmirror(drop_collection => true) drops the collection when its transaction commits, which a prepared transaction does in another session."),
+				 errhint("Unmirror with drop_collection => false, and drop the collection with chroma_delete_collection() after COMMIT PREPARED.")));
+	if (event == XACT_EVENT_ABORT || event == XACT_EVENT_PARALLEL_ABORT || event == XACT_EVENT_PREPARE)
 	{
 		drop_at_commit = NIL;
 		return;
 	}
-	if (event != XACT_EVENT_COMMIT || drop_at_commit == NIL)
+	if (event != XACT_EVENT_COMMIT)
 		return;
-	names = drop_at_commit;
+	drops = drop_at_commit;
 	drop_at_commit = NIL;
-	foreach(lc, names)
-		drop_one_collection((char *) lfirst(lc));
+	foreach(lc, drops)
+		drop_one_collection(((PendingDrop *) lfirst(lc))->name);
+}
+
+/* A rolled-back savepoint takes back its drops; a released one hands them to its parent. */
+static void
+drop_collections_at_subxact_end(SubXactEvent event, SubTransactionId mySubid,
+								SubTransactionId parentSubid, void *arg)
+{
+	int			level = GetCurrentTransactionNestLevel();
+	List	   *kept = NIL;
+	ListCell   *lc;
+	MemoryContext old;
+
+	if (drop_at_commit == NIL ||
+		(event != SUBXACT_EVENT_ABORT_SUB && event != SUBXACT_EVENT_COMMIT_SUB))
+		return;
+	old = MemoryContextSwitchTo(TopMemoryContext);
+	foreach(lc, drop_at_commit)
+	{
+		PendingDrop *d = (PendingDrop *) lfirst(lc);
+
+		if (d->level < level)
+			kept = lappend(kept, d);
+		else if (event == SUBXACT_EVENT_COMMIT_SUB)
+		{
+			d->level = level - 1;
+			kept = lappend(kept, d);
+		}
+	}
+	MemoryContextSwitchTo(old);
+	drop_at_commit = kept;
+}
+
+/* Whether this transaction is to drop the collection of that name when it commits. */
+static bool
+collection_dropped_at_commit(const char *name)
+{
+	ListCell   *lc;
+
+	foreach(lc, drop_at_commit)
+		if (strcmp(((PendingDrop *) lfirst(lc))->name, name) == 0)
+			return true;
+	return false;
 }
 
 /* Waits until no worker has a batch of this mirror in flight. */
@@ -740,12 +812,18 @@ chroma_unmirror(PG_FUNCTION_ARGS)
 	{
 		MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
 
+		PendingDrop *d;
+
 		if (!drop_callback_registered)
 		{
 			RegisterXactCallback(drop_collections_at_commit, NULL);
+			RegisterSubXactCallback(drop_collections_at_subxact_end, NULL);
 			drop_callback_registered = true;
 		}
-		drop_at_commit = lappend(drop_at_commit, pstrdup(m->collection));
+		d = palloc(sizeof(PendingDrop));
+		d->name = pstrdup(m->collection);
+		d->level = GetCurrentTransactionNestLevel();
+		drop_at_commit = lappend(drop_at_commit, d);
 		MemoryContextSwitchTo(old);
 	}
 	PG_RETURN_VOID();
@@ -810,7 +888,7 @@ chosen_mirrors(FunctionCallInfo fcinfo, int src_arg, int coll_arg, Oid must_own,
 		{
 			MirrorConfig *m = (MirrorConfig *) lfirst(lc);
 
-			if (OidIsValid(must_own) && !pg_class_ownercheck(m->relid, must_own))
+			if (OidIsValid(must_own) && !chroma_class_ownercheck(m->relid, must_own))
 				continue;
 			ids[k++] = Int32GetDatum(m->mirror_id);
 		}
@@ -915,7 +993,7 @@ chroma_resync(PG_FUNCTION_ARGS)
 	relid = m->relid;
 
 	SPI_connect();
-	spi_exec(psprintf("SELECT pg_catalog.count(*) FROM %s WHERE %s",
+	spi_exec(psprintf("SELECT pg_catalog.count(*) FROM ONLY %s WHERE %s",
 					  qualified_name(relid), mirror_present_sql(m)), 0, NULL, NULL, SPI_OK_SELECT);
 	rows = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 	chroma_become_extension_owner(&su);

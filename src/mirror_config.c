@@ -330,7 +330,8 @@ mirror_table_sql(MirrorConfig *m)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_TABLE),
 				 errmsg("table of mirror %d no longer exists", m->mirror_id)));
-	return psprintf("%s.%s", quote_identifier(nsp), quote_identifier(rel));
+	/* ONLY: an inheritance child's rows are not the mirror's (its triggers do not see them) */
+	return psprintf("ONLY %s.%s", quote_identifier(nsp), quote_identifier(rel));
 }
 
 /*

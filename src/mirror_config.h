@@ -52,7 +52,7 @@ extern MirrorConfig *mirror_lookup(Oid relid, const char *collection);
  * `tail` is appended (WHERE/ORDER BY/LIMIT); $1.. are the caller's parameters.
  */
 extern char *mirror_select_sql(MirrorConfig *m, const char *tail);
-/* The table's quoted, qualified name; an ERROR (42P01) when it was dropped meanwhile. */
+/* The table as a FROM item (ONLY, quoted, qualified); an ERROR (42P01) when it was dropped meanwhile. */
 extern char *mirror_table_sql(MirrorConfig *m);
 /*
  * The id (key) in SQL, for building tails. mirror_key_sql is an expression of the row's

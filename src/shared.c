@@ -164,20 +164,6 @@ chroma_wake_worker(Oid dboid)
 }
 
 void
-chroma_wake_running_worker(Oid dboid)
-{
-	bool		known;
-
-	if (chroma_shared == NULL)
-		return;
-	LWLockAcquire(chroma_shared->lock, LW_SHARED);
-	known = chroma_find_slot(dboid) != NULL && chroma_find_slot(dboid)->state != DBW_DORMANT;
-	LWLockRelease(chroma_shared->lock);
-	if (known)
-		chroma_wake_worker(dboid);
-}
-
-void
 chroma_report_progress(void)
 {
 	pg_atomic_fetch_add_u64(&chroma_shared->progress, 1);

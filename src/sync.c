@@ -23,6 +23,7 @@
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "storage/latch.h"
+#include "storage/lmgr.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
@@ -264,7 +265,22 @@ typedef struct Pipeline
 	Flight	   *inflight;		/* its request is in flight */
 	Flight	   *ready;			/* read and encoded, sent when inflight completes */
 	bool		backlog;		/* drain: the last read filled a batch */
+	bool		table_busy;		/* another session holds a lock that stops reading the table */
 } Pipeline;
+
+/*
+ * Takes the lock the table's SELECT needs without waiting (in the read's transaction):
+ * a session holding a stronger one (LOCK TABLE, a long ALTER TABLE) must not stop the
+ * worker, and with it every other mirror of the database. False: try again later.
+ */
+static bool
+lock_table_or_skip(Pipeline *p)
+{
+	if (ConditionalLockRelationOid(p->m->relid, AccessShareLock))
+		return true;
+	p->table_busy = true;
+	return false;
+}
 
 static Flight *
 flight_new(void)
@@ -415,6 +431,33 @@ queue_key_collate(void)
 	return coll == C_COLLATION_OID ? " COLLATE pg_catalog.\"C\"" : "";
 }
 
+/*
+ * The batch's byte budget left some rows unread: they leave the batch, and so do their
+ * queue entries (qkeys[i] is the key of b->qids[i]), which stay queued for the next one.
+ */
+static void
+leave_deferred_queued(Pipeline *p, Batch *b, char **qkeys)
+{
+	int			k = 0;
+	int			nq = 0;
+
+	for (int i = 0; i < b->n; i++)
+		if (!b->recs[i].deferred)
+			b->recs[k++] = b->recs[i];
+	b->n = k;
+	for (int i = 0; i < b->nqids; i++)
+	{
+		SyncRecord	probe;
+
+		memset(&probe, 0, sizeof(probe));
+		probe.key = qkeys[i];
+		if (bsearch(&probe, b->recs, b->n, sizeof(SyncRecord), sync_compare_records) != NULL)
+			b->qids[nq++] = b->qids[i];
+	}
+	b->nqids = nq;
+	p->backlog = true;
+}
+
 typedef enum DrainRead
 {
 	DRAIN_EMPTY,
@@ -434,6 +477,7 @@ read_drain_batch(Pipeline *p, Flight *f)
 	int			limit = chroma_effective_batch_size();
 	int64		after = p->inflight ? p->inflight->scan_max : 0;
 	char	  **keys;
+	char	  **qkeys;
 	int			nkeys = 0;
 	Datum		excluded;
 
@@ -534,6 +578,10 @@ read_drain_batch(Pipeline *p, Flight *f)
 	}
 	chroma_http_pump();
 
+	/* the key of each queue entry (keys[] is sorted below) */
+	qkeys = palloc_array(char *, Max(nkeys, 1));
+	memcpy(qkeys, keys, sizeof(char *) * nkeys);
+
 	/* distinct keys, each read once in its current state */
 	qsort(keys, nkeys, sizeof(char *), sync_compare_keys);
 	{
@@ -549,7 +597,14 @@ read_drain_batch(Pipeline *p, Flight *f)
 		b->recs[i].key = keys[i];
 	b->n = nkeys;
 
+	if (!lock_table_or_skip(p))
+	{
+		sync_end_txn();
+		return DRAIN_EMPTY;
+	}
 	sync_read_rows(m, b, f->ctx);
+	if (b->budget_cut)
+		leave_deferred_queued(p, b, qkeys);
 	sync_remember_keys_and_dimension(m, b, GetMemoryChunkContext(m));
 	sync_end_txn();
 	sync_flush_wal_of_read();
@@ -573,6 +628,11 @@ read_backfill_batch(Pipeline *p, Flight *f, const char *after)
 	b->dim = m->dimension;
 	sync_begin_txn();
 	table = mirror_table_sql(m);
+	if (!lock_table_or_skip(p))
+	{
+		sync_end_txn();
+		return 0;
+	}
 	if (after == NULL)
 	{
 		/* a (re)started backfill: count what is to send, for progress in status */
@@ -708,6 +768,13 @@ run_pipeline(MirrorConfig *m, MirrorState *st, TimestampTz *wake_at, bool backfi
 			{
 				uint64		n = read_backfill_batch(p, f, after_key);
 
+				if (p->table_busy)
+				{
+					MemoryContextSwitchTo(old);
+					flight_free(f);
+					exhausted = true;
+					continue;
+				}
 				if (n < (uint64) limit)
 					exhausted = last_page = true;
 				if (n == 0)
@@ -758,6 +825,14 @@ run_pipeline(MirrorConfig *m, MirrorState *st, TimestampTz *wake_at, bool backfi
 			exhausted = false;
 	}
 	pipeline_end(p);
+	if (p->table_busy)
+	{
+		/* look again in a second; the other mirrors go on meanwhile */
+		st->next_attempt = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), 1000);
+		if (*wake_at == 0 || st->next_attempt < *wake_at)
+			*wake_at = st->next_attempt;
+		return false;
+	}
 	if (!ok)
 		return false;
 	if (backfill && last_page)
@@ -825,6 +900,15 @@ reconcile(MirrorConfig *m, MirrorState *st, TimestampTz *wake_at, const char *la
 
 		/* which of these ids are rows with an embedding? */
 		sync_begin_txn();
+		if (!ConditionalLockRelationOid(m->relid, AccessShareLock))
+		{
+			/* a session holds the table locked: do not wait for it (see lock_table_or_skip) */
+			sync_end_txn();
+			st->next_attempt = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), 1000);
+			if (*wake_at == 0 || st->next_attempt < *wake_at)
+				*wake_at = st->next_attempt;
+			return false;
+		}
 		{
 			char	   *sql = psprintf("SELECT u.chroma_sync_id FROM pg_catalog.unnest($1::pg_catalog.text[]) "
 									   "AS u(chroma_sync_id) WHERE NOT EXISTS (SELECT 1 FROM %s "

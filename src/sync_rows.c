@@ -53,23 +53,7 @@ render_metadata(MirrorConfig *m, Jsonb *jb, Batch *b, size_t *len)
 		cs_buf_puts(&out, "{}");
 
 	/* keys this row lacks but an earlier row had: null removes them in Chroma */
-	for (int i = 0; i < m->nknown; i++)
-	{
-		bool		present = false;
-		ListCell   *lc;
-
-		foreach(lc, row_keys)
-			if (strcmp((char *) lfirst(lc), m->known_keys[i]) == 0)
-				present = true;
-		if (present)
-			continue;
-		out.len--;				/* drop the closing brace */
-		if (out.len > 1)
-			cs_buf_putc(&out, ',');
-		chroma_json_server_string(&out, m->known_keys[i], strlen(m->known_keys[i]));
-		cs_buf_puts(&out, ":null}");
-		nmissing++;
-	}
+	nmissing = chroma_metadata_append_nulls(&out, m->known_keys, m->nknown, row_keys);
 	/* keys never sent before are remembered before anything is sent */
 	{
 		ListCell   *lc;
@@ -240,6 +224,20 @@ sync_compare_records(const void *a, const void *b)
 	return strcmp(((const SyncRecord *) a)->key, ((const SyncRecord *) b)->key);
 }
 
+/* The bytes a filled record holds (its embedding, document and metadata). */
+static size_t
+record_bytes(Batch *b, SyncRecord *r)
+{
+	return r->rec.document_len + r->rec.metadata_len + (size_t) Max(b->dim, 0) * sizeof(float);
+}
+
+/* Whether the batch's byte budget is spent (never before its first record). */
+static bool
+budget_spent(Batch *b)
+{
+	return b->bytes >= SYNC_BATCH_BYTES;
+}
+
 typedef struct ReadRowsArgs
 {
 	MirrorConfig *m;
@@ -273,8 +271,15 @@ read_rows_once(void *arg)
 
 		if (hit == NULL)
 			continue;			/* the text form did not round-trip: treated as deleted */
+		if (budget_spent(a->b))
+		{
+			/* the row exists but waits for the next batch */
+			a->recs[hit - a->keys].deferred = true;
+			continue;
+		}
 		a->recs[hit - a->keys].upsert = true;
 		fill_record(a->m, a->b, &a->recs[hit - a->keys], tup, SPI_tuptable->tupdesc, a->batch_ctx);
+		a->b->bytes += record_bytes(a->b, &a->recs[hit - a->keys]);
 	}
 }
 
@@ -321,13 +326,19 @@ read_page_once(void *arg)
 		HeapTuple	tup = SPI_tuptable->vals[r];
 		SyncRecord *rec = &b->recs[r];
 
+		if (budget_spent(b))
+		{
+			b->budget_cut = true;	/* the next page starts after the last row read */
+			break;
+		}
 		rec->key = MemoryContextStrdup(a->batch_ctx, SPI_getvalue(tup, SPI_tuptable->tupdesc, 1));
 		rec->upsert = true;
 		fill_record(a->m, b, rec, tup, SPI_tuptable->tupdesc, a->batch_ctx);
+		b->bytes += record_bytes(b, rec);
 		b->n = (int) r + 1;
 	}
-	if (n > 0)
-		b->last_key = b->recs[n - 1].key;
+	if (b->n > 0)
+		b->last_key = b->recs[b->n - 1].key;
 }
 
 /*
@@ -347,10 +358,13 @@ sync_read_page(MirrorConfig *m, Batch *b, const char *after, int limit, MemoryCo
 	uint64		n;
 
 	if (sync_try_subxact(read_page_once, &a, batch_ctx, &error))
-		return (uint64) b->n;
+		return b->budget_cut ? (uint64) limit : (uint64) b->n;
 	b->last_key = NULL;
 	b->new_keys = NIL;
 	b->dim = dim;
+	b->bytes = 0;
+	b->budget_cut = false;
+	b->n = 0;
 
 	values[0] = after ? CStringGetTextDatum(after) : (Datum) 0;
 	sync_select_as_owner(m, mirror_backfill_page_sql(m, after != NULL, limit, false),
@@ -366,6 +380,18 @@ sync_read_page(MirrorConfig *m, Batch *b, const char *after, int limit, MemoryCo
 	qsort(b->recs, b->n, sizeof(SyncRecord), sync_compare_records);
 	chroma_http_pump();
 	sync_read_rows(m, b, batch_ctx);
+	if (b->budget_cut)
+	{
+		/* rows left for later: the page ends at the last one read, in key order */
+		int			k = 0;
+
+		b->last_key = NULL;
+		for (int i = 0; i < b->n; i++)
+			if (!b->recs[i].deferred)
+				b->recs[k++] = b->recs[i];
+		b->n = k;
+		return (uint64) limit;
+	}
 	return n;
 }
 
@@ -384,6 +410,7 @@ sync_read_rows(MirrorConfig *m, Batch *b, MemoryContext batch_ctx)
 		keys[i] = b->recs[i].key;
 	if (!try_read_rows(m, b, b->recs, keys, b->n, batch_ctx, &error))
 	{
+		b->bytes = 0;
 		for (int i = 0; i < b->n; i++)
 		{
 			SyncRecord *r = &b->recs[i];
@@ -391,6 +418,12 @@ sync_read_rows(MirrorConfig *m, Batch *b, MemoryContext batch_ctx)
 			memset(&r->rec, 0, sizeof(r->rec));
 			r->upsert = false;
 			r->error = NULL;
+			r->deferred = false;
+			if (budget_spent(b))
+			{
+				r->deferred = true;
+				continue;
+			}
 			if (!try_read_rows(m, b, r, &keys[i], 1, batch_ctx, &error))
 			{
 				r->upsert = true;
@@ -403,6 +436,11 @@ sync_read_rows(MirrorConfig *m, Batch *b, MemoryContext batch_ctx)
 	{
 		SyncRecord *r = &b->recs[i];
 
+		if (r->deferred)
+		{
+			b->budget_cut = true;
+			continue;
+		}
 		if (r->rec.id == NULL)
 		{
 			char	   *u = MemoryContextStrdup(batch_ctx,

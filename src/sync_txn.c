@@ -7,6 +7,8 @@
 
 #include "access/xact.h"
 #include "access/xlog.h"
+#include "access/xloginsert.h"
+#include "catalog/pg_control.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "utils/array.h"
@@ -48,7 +50,19 @@ sync_end_txn(void)
 void
 sync_flush_wal_of_read(void)
 {
-	XLogFlush(GetXLogInsertRecPtr());
+	XLogRecPtr	end;
+
+	if (GetFlushRecPtr(NULL) >= GetXLogInsertRecPtr())
+		return;
+
+	/*
+	 * The insert position may be the start of a page whose header is not written yet,
+	 * which XLogFlush refuses: flush to the end of a record of our own instead (a no-op
+	 * record, ignored by recovery), which comes after every commit the read saw.
+	 */
+	XLogBeginInsert();
+	end = XLogInsert(RM_XLOG_ID, XLOG_NOOP);
+	XLogFlush(end);
 }
 
 void

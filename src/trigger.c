@@ -33,6 +33,7 @@
 #include "utils/snapmgr.h"
 
 #include "mirror_config.h"
+#include "pg_compat.h"
 #include "shared.h"
 #include "trigger.h"
 
@@ -93,7 +94,7 @@ capture_xact_callback(XactEvent event, void *arg)
 			chroma_config_xact_end(true);
 			if (xact_wake)
 				chroma_wake_worker(MyDatabaseId);
-			/* FALLTHROUGH */
+			pg_fallthrough;
 		case XACT_EVENT_ABORT:
 		case XACT_EVENT_PARALLEL_ABORT:
 		case XACT_EVENT_PREPARE:
@@ -308,7 +309,8 @@ column_changed(HeapTuple oldtup, HeapTuple newtup, TupleDesc td, AttrNumber att)
 /*
  * The queue inserts, planned once per backend (the plan cache replans them if the
  * queue is re-created): parsing and planning on every commit would cost more than
- * the insert itself.
+ * the insert itself. Keys of a mirror removed since they were buffered (chroma_unmirror
+ * later in the same transaction) are not written: nothing would ever take them out.
  */
 static SPIPlanPtr one_plan = NULL;
 static SPIPlanPtr many_plan = NULL;
@@ -376,7 +378,8 @@ flush_pending(void)
 		v1[0] = Int32GetDatum(pending[0].mirror_id);
 		v1[1] = CStringGetTextDatum(pending[0].key);
 		npending = npending_outer = 0;
-		insert_rows(&one_plan, "INSERT INTO chroma_sync.queue (mirror_id, key) VALUES ($1, $2)",
+		insert_rows(&one_plan, "INSERT INTO chroma_sync.queue (mirror_id, key) SELECT $1, $2 "
+					"WHERE EXISTS (SELECT FROM chroma_sync.mirror WHERE mirror_id OPERATOR(pg_catalog.=) $1)",
 					2, t1, v1);
 		return;
 	}
@@ -400,7 +403,8 @@ flush_pending(void)
 	MemoryContextSwitchTo(old);
 	npending = npending_outer = k;
 	insert_rows(&many_plan, "INSERT INTO chroma_sync.queue (mirror_id, key) "
-				"SELECT m, k FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2)) AS u(m, k)",
+				"SELECT u.m, u.k FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2)) AS u(m, k) "
+				"WHERE EXISTS (SELECT FROM chroma_sync.mirror e WHERE e.mirror_id OPERATOR(pg_catalog.=) u.m)",
 				2, types, values);
 }
 

@@ -8,8 +8,10 @@
  */
 #include "postgres.h"
 
+#include "access/htup_details.h"
 #include "catalog/pg_database.h"
 #include "commands/dbcommands.h"
+#include "commands/extension.h"
 #include "commands/defrem.h"
 #include "miscadmin.h"
 #include "nodes/parsenodes.h"
@@ -109,8 +111,9 @@ chroma_process_utility(PlannedStmt *pstmt, const char *queryString, bool readOnl
 	 * never committed, so never woke the worker): wake it now.
 	 */
 	if (IsA(pstmt->utilityStmt, TransactionStmt) &&
-		((TransactionStmt *) pstmt->utilityStmt)->kind == TRANS_STMT_COMMIT_PREPARED)
-		chroma_wake_running_worker(MyDatabaseId);
+		((TransactionStmt *) pstmt->utilityStmt)->kind == TRANS_STMT_COMMIT_PREPARED &&
+		OidIsValid(get_extension_oid("chroma_sync", true)))
+		chroma_wake_worker(MyDatabaseId);	/* a dormant one too: it may have prepared a mirror */
 }
 
 void

@@ -21,6 +21,7 @@
 #include "utils/numeric.h"
 #include "utils/lsyscache.h"
 #include "utils/resowner.h"
+#include "utils/tuplestore.h"
 #include "access/xact.h"
 
 #include "chroma_api.h"
@@ -273,7 +274,7 @@ chroma_verify(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("source must not be null")));
 	/* it reads the table with the mirror owner's rights: only its owner may ask */
-	if (!pg_class_ownercheck(PG_GETARG_OID(0), GetUserId()))
+	if (!chroma_class_ownercheck(PG_GETARG_OID(0), GetUserId()))
 		ereport(ERROR,
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 				 errmsg("must be owner of table %s", get_rel_name(PG_GETARG_OID(0)))));

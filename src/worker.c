@@ -37,6 +37,7 @@
 #include "chroma_api.h"
 #include "chroma_sync.h"
 #include "http.h"
+#include "mirror_check.h"
 #include "mirror_config.h"
 #include "shared.h"
 #include "sync.h"
@@ -367,9 +368,10 @@ launcher_pass(void)
 
 		if (!selected)
 		{
-			if (handles[i] != NULL && slot->pid != 0)
+			/* also a worker an earlier launcher started (this one has no handle for it) */
+			if (slot_worker_alive(slot))
 				kill(slot->pid, SIGTERM);
-			if (handles[i] == NULL)
+			else if (handles[i] == NULL)
 				memset(slot, 0, sizeof(*slot));
 			continue;
 		}
@@ -555,6 +557,7 @@ load_mirrors(bool *have_extension)
 		{
 			MirrorConfig *m = (MirrorConfig *) lfirst(lc);
 			char	   *sql = NULL;
+			char	   *problem;
 
 			if (get_rel_name(m->relid) == NULL)
 				sql = psprintf("DELETE FROM chroma_sync.queue WHERE mirror_id = %d; "
@@ -568,6 +571,14 @@ load_mirrors(bool *have_extension)
 							   "mirror the table into another collection, or take this one over with chroma_adopt()' "
 							   "WHERE mirror_id = %d",
 							   m->mirror_id);
+			else if (!m->paused && (problem = mirror_shape_problem(m)) != NULL)
+			{
+				const char *q = quote_literal_cstr(problem);
+
+				sql = psprintf("UPDATE chroma_sync.mirror SET paused = true, paused_reason = %s, "
+							   "in_error = true, last_error = %s, last_error_at = pg_catalog.now() "
+							   "WHERE mirror_id = %d", q, q, m->mirror_id);
+			}
 			if (sql)
 			{
 				SPI_connect();

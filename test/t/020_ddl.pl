@@ -190,6 +190,52 @@ ok(poll_query($node, "SELECT state FROM chroma_sync.status WHERE source = 'trig'
 	'after ENABLE ALWAYS, chroma_resume and chroma_resync the mirror syncs again');
 assert_equal($node, 'trig', 'cs_t020_trig', name => 'after re-enabling the trigger and resync');
 
+# ---- DDL the event triggers do not see pauses the mirror with a reason
+for my $case (
+	[ 'droptrig', sub { "DROP TRIGGER chroma_sync_$_[0] ON droptrig" }, qr/trigger chroma_sync_\d+ was dropped/ ],
+	[ 'droptrunc', sub { "DROP TRIGGER chroma_sync_$_[0]_truncate ON droptrunc" }, qr/chroma_sync_\d+_truncate was dropped/ ],
+	[ 'unlogged', sub { 'ALTER TABLE unlogged SET UNLOGGED' }, qr/no longer a logged table/ ])
+{
+	my ($t, $ddl, $reason) = @$case;
+	make_table($node, $t, rows => 5, dim => 4);
+	fresh_collection($node, "cs_t020_$t");
+	mirror($node, $t, "cs_t020_$t");
+	is($node->safe_psql('postgres', "SELECT chroma_flush('$t', interval '60 seconds')"), 't', "$t: flushed");
+	my $id = mirror_id($t);
+	$node->safe_psql('postgres', $ddl->($id));
+	# the worker looks at its next pass; a change wakes it
+	$node->safe_psql('postgres', "UPDATE $t SET doc = 'after the DDL' WHERE id = 1");
+	ok(poll_query($node, "SELECT state FROM chroma_sync.status WHERE source = '$t'::regclass", 'paused', 30),
+		"$t: " . $ddl->($id) . ' pauses the mirror');
+	like(status_row($node, $t, 'last_error'), $reason, "$t: status says why");
+}
+$node->safe_psql('postgres', 'ALTER TABLE unlogged SET LOGGED');
+$node->safe_psql('postgres', "SELECT chroma_resume('unlogged')");
+$node->safe_psql('postgres', "SELECT chroma_resync('unlogged')");
+ok(poll_query($node, "SELECT state FROM chroma_sync.status WHERE source = 'unlogged'::regclass", 'syncing', 60),
+	'unlogged: SET LOGGED, resume and resync: syncing again');
+assert_equal($node, 'unlogged', 'cs_t020_unlogged', name => 'unlogged after SET LOGGED');
+
+# ---- an inheritance parent's mirror holds the parent's own rows, not its children's
+make_table($node, 'inh', rows => 10, dim => 4);
+$node->safe_psql('postgres', 'CREATE TABLE inh_child () INHERITS (inh)');
+$node->safe_psql('postgres', q{INSERT INTO inh_child VALUES (1001, '{1,2,3,4}', 'child', '{}'), (1002, '{1,2,3,5}', 'child', '{}')});
+fresh_collection($node, 'cs_t020_inh');
+mirror($node, 'inh', 'cs_t020_inh');
+is($node->safe_psql('postgres', "SELECT chroma_flush('inh', interval '60 seconds')"), 't', 'inh: backfilled');
+$node->safe_psql('postgres', "SELECT chroma_resync('inh')");
+is($node->safe_psql('postgres', "SELECT chroma_flush('inh', interval '60 seconds')"), 't', 'inh: resynced');
+is($node->safe_psql('postgres', "SELECT count(*) FROM chroma_get('cs_t020_inh') WHERE id::int > 1000"), '0',
+	"no child row was sent by the backfill or chroma_resync");
+$node->safe_psql('postgres', q{UPDATE inh SET doc = 'through the parent' WHERE id IN (1, 1001)});
+is($node->safe_psql('postgres', "SELECT chroma_flush('inh', interval '60 seconds')"), 't', 'inh: flushed');
+is($node->safe_psql('postgres', "SELECT rows, missing, extra, different FROM chroma_verify('inh')"), '10|0|0|0',
+	'inh: chroma_verify compares the parent itself: 10 rows, none missing, extra or different');
+is($node->safe_psql('postgres', "SELECT document FROM chroma_get('cs_t020_inh', ARRAY['1'])"), 'through the parent',
+	'inh: the parent row changed through the parent is in Chroma');
+is($node->safe_psql('postgres', "SELECT count(*) FROM chroma_get('cs_t020_inh')"), '10',
+	'the collection holds the 10 rows of the parent itself');
+
 # ---- the main mirror is still fine after all of this
 $node->safe_psql('postgres', q{UPDATE docs SET meta = meta - 'tag' WHERE id % 3 = 0});
 assert_equal($node, 'docs', 'cs_t020_docs', name => 'at the end');

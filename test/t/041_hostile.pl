@@ -31,7 +31,7 @@ my $pm_pid = (split /\n/, slurp_file($node->data_dir . '/postmaster.pid'))[0];
 # ---------------------------------------------------------------- fixtures
 $node->safe_psql('postgres', q{
 CREATE ROLE cs_t041_user LOGIN;
-GRANT EXECUTE ON FUNCTION chroma_upsert(text, text[], real[], text[], jsonb[]) TO cs_t041_user;
+GRANT EXECUTE ON FUNCTION chroma_upsert(text, text[], real[], text[], jsonb[], boolean) TO cs_t041_user;
 GRANT EXECUTE ON FUNCTION chroma_mirror(regclass, text, name, name, name, name[], boolean, boolean, text,
 	name[]) TO cs_t041_user;
 CREATE DATABASE cs_latin1 ENCODING 'LATIN1' LC_COLLATE 'C' LC_CTYPE 'C' TEMPLATE template0;

@@ -249,10 +249,10 @@ $node->safe_psql('postgres', 'REVOKE EXECUTE ON FUNCTION chroma_count(text) FROM
 refused('nobody', q{SELECT chroma_count('cs_t042_alice')}, '42501', qr/permission denied/, 'and not after REVOKE');
 
 # chroma_upsert_query runs its query with the caller's rights
-$node->safe_psql('postgres', 'GRANT EXECUTE ON FUNCTION chroma_upsert_query(text, text) TO nobody');
+$node->safe_psql('postgres', 'GRANT EXECUTE ON FUNCTION chroma_upsert_query(text, text, boolean) TO nobody');
 refused('nobody', q{SELECT chroma_upsert_query('cs_t042_alice', 'SELECT id::text AS id, embedding FROM alice.docs')},
 	'42501', qr/permission denied for schema alice/, 'chroma_upsert_query cannot read a table the caller cannot read');
-$node->safe_psql('postgres', 'REVOKE EXECUTE ON FUNCTION chroma_upsert_query(text, text) FROM nobody');
+$node->safe_psql('postgres', 'REVOKE EXECUTE ON FUNCTION chroma_upsert_query(text, text, boolean) FROM nobody');
 
 # monitoring: chroma_sync.status shared with a role (the schema needs USAGE too)
 $node->safe_psql('postgres', 'GRANT SELECT ON chroma_sync.status TO nobody');

@@ -21,7 +21,8 @@ use Time::HiRes qw(sleep time);
 
 our @EXPORT = qw(new_node make_table fresh_collection mirror assert_equal
   wait_for poll_query status_row worker_pid wait_for_new_worker
-  log_offset assert_no_crash diagnostics chroma_stop chroma_start set_conf insert_rows finish);
+  log_offset assert_no_crash diagnostics chroma_stop chroma_start chroma_kill_restart
+  crash_restart_cluster set_conf insert_rows finish);
 
 my $url = $ENV{CHROMA_URL}
   or BAIL_OUT('CHROMA_URL is not set: run the TAP tests through test/run_all.sh');
@@ -328,6 +329,61 @@ sub chroma_start
 	$ENV{CHROMA_PID} = $pid;
 	$chroma_down = 0;
 	return $pid;
+}
+
+# SIGKILL to the Chroma server, a pause of 1 to 4 s (the worker meets a dead server, then
+# connection refused), and a start on the same port and data directory.
+sub chroma_kill_restart
+{
+	my $pid = $ENV{CHROMA_PID};
+	ok(kill('KILL', $pid), "SIGKILL to the Chroma server (pid $pid)");
+	$chroma_down = 1;
+	wait_for("Chroma (pid $pid) is gone", 30, sub {
+		my $st = -r "/proc/$pid/stat" ? slurp_file("/proc/$pid/stat") : '';
+		$st eq '' || $st =~ /^\d+ \(.*\) Z /;
+	});
+	unlink("$ENV{CHROMA_PIDS_DIR}/$pid") if $ENV{CHROMA_PIDS_DIR};
+	sleep(1 + rand(3));
+	my $new = chroma_start();
+	note("Chroma restarted (pid $new)");
+	return $new;
+}
+
+# A crash restart: kill -9 of a client backend whose application_name is LIKE $app (or of
+# the worker when none runs), then waits until the postmaster has reinitialized.
+sub crash_restart_cluster
+{
+	my ($node, $app) = @_;
+	my $off = log_offset($node);
+	my $victim = '';
+	# A writer's backend may exit before the signal: pick again until the postmaster
+	# reports a backend killed by signal 9.
+	my $killed = wait_for('a backend killed by signal 9', 60, sub {
+		# (an earlier try's signal may have been reported late: never crash twice)
+		return 1 if slurp_file($node->logfile, $off) =~ /was terminated by signal 9/;
+		$victim = $node->safe_psql('postgres', qq{
+SELECT pid FROM pg_stat_activity
+WHERE application_name LIKE '$app' AND backend_type = 'client backend'
+ORDER BY random() LIMIT 1});
+		# a writer between two batches: the worker is a backend too
+		$victim = worker_pid($node) if $victim eq '';
+		return 0 if $victim eq '' || !kill('KILL', $victim);
+		for (1 .. 20)
+		{
+			return 1 if slurp_file($node->logfile, $off) =~ /was terminated by signal 9/;
+			sleep 0.25;
+		}
+		return 0;
+	});
+	ok($killed, "kill -9 of backend $victim");
+	my $up = wait_for('crash recovery', 180, sub {
+		my $log = slurp_file($node->logfile, $off);
+		$log =~ /all server processes terminated; reinitializing/
+		  && $log =~ /database system is ready to accept connections/
+		  && $node->safe_psql('postgres', 'SELECT 1') eq '1';
+	});
+	ok($up, 'the postmaster reinitialized and accepts connections again');
+	return $killed && $up;
 }
 
 # A test that dies while Chroma is down leaves it running for the next test.

@@ -1,0 +1,76 @@
+/*
+ * mirror_check.c — what the worker checks of a mirrored table before each pass, so that
+ * DDL the event triggers do not see (DROP TRIGGER, ALTER TABLE ... SET UNLOGGED, a
+ * trigger disabled by a statement that is not ALTER TABLE, a table replaced under its
+ * oid by a restore) pauses the mirror with a reason instead of letting the collection
+ * drift in silence.
+ */
+#include "postgres.h"
+
+#include "access/genam.h"
+#include "access/htup_details.h"
+#include "access/skey.h"
+#include "access/stratnum.h"
+#include "access/table.h"
+#include "catalog/pg_class.h"
+#include "catalog/pg_trigger.h"
+#include "commands/trigger.h"
+#include "utils/fmgroids.h"
+#include "utils/rel.h"
+#include "utils/syscache.h"
+
+#include "mirror_check.h"
+
+/* tgenabled of the named trigger on relid, or '\0' when there is none. */
+static char
+trigger_state(Oid relid, const char *name)
+{
+	Relation	rel = table_open(TriggerRelationId, AccessShareLock);
+	ScanKeyData key[2];
+	SysScanDesc scan;
+	HeapTuple	tup;
+	char		state = '\0';
+
+	ScanKeyInit(&key[0], Anum_pg_trigger_tgrelid, BTEqualStrategyNumber, F_OIDEQ,
+				ObjectIdGetDatum(relid));
+	ScanKeyInit(&key[1], Anum_pg_trigger_tgname, BTEqualStrategyNumber, F_NAMEEQ,
+				CStringGetDatum(name));
+	scan = systable_beginscan(rel, TriggerRelidNameIndexId, true, NULL, 2, key);
+	tup = systable_getnext(scan);
+	if (HeapTupleIsValid(tup))
+		state = ((Form_pg_trigger) GETSTRUCT(tup))->tgenabled;
+	systable_endscan(scan);
+	table_close(rel, AccessShareLock);
+	return state;
+}
+
+char *
+mirror_shape_problem(MirrorConfig *m)
+{
+	HeapTuple	tup = SearchSysCache1(RELOID, ObjectIdGetDatum(m->relid));
+	char		persistence;
+	const char *suffixes[3] = {"", "_truncate", "_flush"};
+
+	if (!HeapTupleIsValid(tup))
+		return NULL;			/* dropped: the caller removes the mirror */
+	persistence = ((Form_pg_class) GETSTRUCT(tup))->relpersistence;
+	ReleaseSysCache(tup);
+	if (persistence != RELPERSISTENCE_PERMANENT)
+		return psprintf("the table is no longer a logged table (ALTER TABLE ... SET UNLOGGED?): "
+						"a crash would empty it while Chroma keeps its rows; ALTER TABLE ... SET LOGGED, "
+						"then chroma_resume() and chroma_resync()");
+	for (int i = 0; i < 3; i++)
+	{
+		char	   *name = psprintf("chroma_sync_%d%s", m->mirror_id, suffixes[i]);
+		char		state = trigger_state(m->relid, name);
+
+		if (state == '\0')
+			return psprintf("trigger %s was dropped: changes are no longer captured; "
+							"unmirror and mirror the table again", name);
+		if (state != TRIGGER_FIRES_ALWAYS)
+			return psprintf("trigger %s is not ENABLE ALWAYS: changes may be missed; "
+							"run ALTER TABLE ... ENABLE ALWAYS TRIGGER %s, then chroma_resume() and chroma_resync()",
+							name, name);
+	}
+	return NULL;
+}
