@@ -5,12 +5,12 @@
 # (kill -9 of a writer's backend: the postmaster reinitializes). Writers reconnect and go
 # on; a transaction that failed is not counted. Then chroma_flush, and the collection is
 # compared with the table both ways, through an independent path: the collection is read
-# with HTTP::Tiny from Chroma's REST API, its JSON decoded here (float32 bytes rebuilt from
+# with HTTP::Tiny from Chroma's REST API (test/t/ChromaRest.pm, float32 bytes rebuilt from
 # the JSON floats), and compared with the table's rows read with float4send: every id,
 # embedding (bit-exact), document and metadata, and no id in Chroma that is not a row.
 # A last check corrupts one record behind the mirror's back to show the comparison sees it.
-# The collection is created with a large hnsw sync_threshold: see the note at its creation
-# (Chroma itself can corrupt a collection when killed while it persists its index).
+# The collection is created with a large hnsw sync_threshold: see create_collection_for_kills
+# in ChromaRest.pm (Chroma itself can corrupt a collection when killed while it persists its index).
 #
 # Environment:
 #   CHROMA_SYNC_SOAK_SECONDS=N  run the writers for N seconds instead of 60 (a soak); the
@@ -25,11 +25,10 @@ use warnings;
 use FindBin;
 use lib $FindBin::RealBin;
 use ChromaSyncTest;
+use ChromaRest;
 use PostgreSQL::Test::Utils;
 use Test::More;
-use B;
 use Encode qw(decode encode);
-use HTTP::Tiny;
 use JSON::PP;
 use POSIX ();
 use Time::HiRes qw(sleep time);
@@ -38,8 +37,6 @@ my $coll = 'cs_t040_chaos';
 my $nkeys = 10_000;
 my $dim = 10;    # 40 bytes: base64 with padding
 my $nwriters = 4;
-my $http = HTTP::Tiny->new(timeout => 120);
-my $api = "$ENV{CHROMA_URL}/api/v2/tenants/default_tenant/databases/default_database/collections";
 my $duration = $ENV{CHROMA_SYNC_SOAK_SECONDS} // 60;
 die "CHROMA_SYNC_SOAK_SECONDS must be a whole number of seconds >= 20\n"
   unless $duration =~ /^\d+$/ && $duration >= 20;
@@ -294,16 +291,7 @@ my %chaos = (chroma_kills => 0, worker_terminations => 0, crash_restarts => 0);
 
 sub chroma_kill_and_restart
 {
-	my $pid = $ENV{CHROMA_PID};
-	ok(kill('KILL', $pid), "SIGKILL to the Chroma server (pid $pid)");
-	wait_for("Chroma (pid $pid) is gone", 30, sub {
-		my $st = -r "/proc/$pid/stat" ? slurp_file("/proc/$pid/stat") : '';
-		$st eq '' || $st =~ /^\d+ \(.*\) Z /;
-	});
-	unlink("$ENV{CHROMA_PIDS_DIR}/$pid") if $ENV{CHROMA_PIDS_DIR};
-	sleep(1 + rand(3));    # the worker meets a dead server, then connection refused
-	my $new = chroma_start();
-	note("Chroma restarted (pid $new)");
+	chroma_kill_restart();
 	$chaos{chroma_kills}++;
 	return;
 }
@@ -322,36 +310,7 @@ sub terminate_worker
 
 sub crash_restart
 {
-	my $off = log_offset($node);
-	my $victim = '';
-	# A writer's backend lives for one batch of transactions (one psql run), so the one
-	# picked may have exited before the signal: pick again until the postmaster reports
-	# a backend killed by signal 9.
-	my $killed = wait_for('a backend killed by signal 9', 60, sub {
-		# (an earlier try's signal may have been reported late: never crash twice)
-		return 1 if slurp_file($node->logfile, $off) =~ /was terminated by signal 9/;
-		$victim = $node->safe_psql('postgres', q{
-SELECT pid FROM pg_stat_activity
-WHERE application_name LIKE 'chaos_writer%' AND backend_type = 'client backend'
-ORDER BY random() LIMIT 1});
-		# a writer between two batches: the worker is a backend too
-		$victim = worker_pid($node) if $victim eq '';
-		return 0 if $victim eq '' || !kill('KILL', $victim);
-		for (1 .. 20)
-		{
-			return 1 if slurp_file($node->logfile, $off) =~ /was terminated by signal 9/;
-			sleep 0.25;
-		}
-		return 0;
-	});
-	ok($killed, "kill -9 of backend $victim");
-	ok( wait_for('crash recovery', 180, sub {
-			my $log = slurp_file($node->logfile, $off);
-			$log =~ /all server processes terminated; reinitializing/
-			  && $log =~ /database system is ready to accept connections/
-			  && $node->safe_psql('postgres', 'SELECT 1') eq '1';
-		}),
-		'the postmaster reinitialized and accepts connections again');
+	crash_restart_cluster($node, 'chaos_writer%');
 	$chaos{crash_restarts}++;
 	return;
 }
@@ -359,14 +318,8 @@ ORDER BY random() LIMIT 1});
 # ------------------------------------------------------------------ the run
 
 fresh_collection($node, $coll);
-# Chroma (both servers) rewrites its HNSW index files in place every sync_threshold records
-# (default 1000): a SIGKILL in the middle leaves index_metadata.pickle empty, and from then
-# on every write to the collection fails with HTTP 500 "Error deserializing pickle file"
-# (seen with the old server). That is Chroma's bug, not the mirror's: the collection is
-# created here with a threshold above the run's writes, so the index stays in memory and
-# Chroma's SQLite log, which a SIGKILL cannot tear, is replayed when it starts again.
-chroma_post('', { name => $coll, get_or_create => JSON::PP::false,
-	configuration => { hnsw => { sync_threshold => 10_000_000 } } });
+# a large hnsw sync_threshold: see create_collection_for_kills in ChromaRest.pm
+create_collection_for_kills($coll);
 $node->safe_psql('postgres',
 	'CREATE TABLE docs (id int PRIMARY KEY, embedding real[], doc text, meta jsonb)');
 # 6,000 of the 10,000 keys exist at the start (the writers begin during the backfill)
@@ -480,141 +433,17 @@ FROM docs WHERE embedding IS NOT NULL}, timeout => 300))
 	return \%table;
 }
 
-# The collection, read page by page over the REST API: id -> {emb, doc, meta, dup}.
-
-sub chroma_post
-{
-	my ($path, $body) = @_;
-	my $res = $http->post($path eq '' ? $api : "$api/$path", {
-		headers => { 'content-type' => 'application/json' },
-		content => JSON::PP->new->utf8->encode($body) });
-	die "POST $path: $res->{status} $res->{content}" unless $res->{success};
-	return JSON::PP->new->utf8->allow_nonref->decode($res->{content});
-}
-
-sub collection_id
-{
-	my $res = $http->get("$api/$coll");
-	die "GET collection $coll: $res->{status} $res->{content}" unless $res->{success};
-	return JSON::PP->new->utf8->decode($res->{content})->{id};
-}
-
+# The collection, read over the REST API (test/t/ChromaRest.pm): id -> {emb, doc, meta, dup}.
 sub read_chroma
 {
-	my $cid = collection_id();
-	my %chroma;
-	my $page = 1000;
-	for (my $offset = 0;; $offset += $page)
-	{
-		my $g = chroma_post("$cid/get", { limit => $page, offset => $offset,
-			include => [ 'embeddings', 'documents', 'metadatas' ] });
-		my $n = scalar @{ $g->{ids} };
-		for my $i (0 .. $n - 1)
-		{
-			my $id = $g->{ids}[$i];
-			$chroma{$id}{dup}++ if exists $chroma{$id};
-			$chroma{$id}{emb} = $g->{embeddings}[$i];
-			$chroma{$id}{doc} = $g->{documents}[$i];
-			$chroma{$id}{meta} = $g->{metadatas}[$i];
-		}
-		last if $n < $page;
-	}
-	my $res = $http->get("$api/$cid/count");
-	is($res->{content}, scalar(keys %chroma), 'the count endpoint agrees with the records read');
-	return \%chroma;
-}
-
-# float32 big-endian hex of a JSON number (a float32 printed by Chroma, parsed as a double)
-sub float32_hex
-{
-	my ($v) = @_;
-	return 'null' unless defined $v && !ref $v;
-	my $max = unpack('f>', pack('L>', 0x7f7fffff));
-	# pack rounds to nearest but turns anything above FLT_MAX into infinity
-	$v = ($v < 0 ? -$max : $max) if abs($v) > $max && abs($v) < 3.4028235677973366e38;
-	return unpack('H*', pack('f>', $v));
-}
-
-# A metadata object as a canonical string: type-tagged values, null keys dropped.
-sub meta_canonical
-{
-	my ($m) = @_;
-	return '' unless ref $m eq 'HASH';
-	my @parts;
-	for my $k (sort keys %$m)
-	{
-		my $v = $m->{$k};
-		next unless defined $v;
-		my $tv;
-		if (JSON::PP::is_bool($v)) { $tv = 'b:' . ($v ? 1 : 0); }
-		elsif (ref $v) { $tv = 'x:' . $json->encode($v); }
-		else
-		{
-			my $f = B::svref_2object(\$v)->FLAGS;
-			if ($f & B::SVf_POK) { $tv = "s:$v"; }
-			elsif ($f & B::SVf_IOK) { $tv = "i:$v"; }
-			else { $tv = 'f:' . sprintf('%.17g', $v); }
-		}
-		push @parts, encode('UTF-8', $k) . '=' . encode('UTF-8', $tv);
-	}
-	return join("\x00", @parts);
-}
-
-# Compares both ways; returns the counts and the first differences.
-sub compare
-{
-	my ($table, $chroma) = @_;
-	my %n = map { $_ => 0 } qw(only_table only_chroma embedding document metadata duplicate matched);
-	my @examples;
-	for my $id (sort { $a <=> $b } keys %$table)
-	{
-		my $t = $table->{$id};
-		my $c = $chroma->{$id};
-		unless ($c)
-		{
-			$n{only_table}++;
-			push @examples, "id $id: in the table, not in Chroma";
-			next;
-		}
-		my $cemb = join('', map { float32_hex($_) } @{ $c->{emb} // [] });
-		my $cdoc = defined $c->{doc} ? encode('UTF-8', $c->{doc}) : undef;
-		my ($tm, $cm) = (meta_canonical($t->[2]), meta_canonical($c->{meta}));
-		my $same = 1;
-		if ($cemb ne $t->[0])
-		{
-			$n{embedding}++;
-			$same = 0;
-			push @examples, "id $id: embedding table $t->[0] Chroma $cemb";
-		}
-		if ((defined $cdoc) != (defined $t->[1]) || (defined $cdoc && $cdoc ne $t->[1]))
-		{
-			$n{document}++;
-			$same = 0;
-			push @examples, "id $id: document table " . ($t->[1] // 'NULL') . ' Chroma ' . ($cdoc // 'NULL');
-		}
-		if ($tm ne $cm)
-		{
-			$n{metadata}++;
-			$same = 0;
-			push @examples, "id $id: metadata table [" . ($tm =~ s/\x00/; /gr) . '] Chroma [' . ($cm =~ s/\x00/; /gr) . ']';
-		}
-		$n{matched}++ if $same;
-	}
-	for my $id (sort keys %$chroma)
-	{
-		$n{duplicate}++ if $chroma->{$id}{dup};
-		next if $table->{$id};
-		$n{only_chroma}++;
-		push @examples, "id $id: in Chroma, not in the table";
-	}
-	$n{mismatches} = $n{only_table} + $n{only_chroma} + $n{embedding} + $n{document}
-	  + $n{metadata} + $n{duplicate};
-	return (\%n, \@examples);
+	my ($chroma, $count) = read_collection($coll);
+	is($count, scalar(keys %$chroma), 'the count endpoint agrees with the records read');
+	return $chroma;
 }
 
 my $table = read_table();
 my $chroma = read_chroma();
-my ($n, $examples) = compare($table, $chroma);
+my ($n, $examples) = compare_records($table, $chroma);
 my $compared = scalar(keys %$table);
 diag("chaos: rows compared $compared (table rows with an embedding), Chroma records "
 	  . scalar(keys %$chroma) . ", identical $n->{matched}, mismatches $n->{mismatches} "
@@ -635,12 +464,12 @@ is($node->safe_psql('postgres',
 my ($victim) = grep { defined $table->{$_}[1] } sort { $a <=> $b } keys %$table;
 my @floats = map { unpack('f>', pack('H*', $_)) } unpack('(A8)*', $table->{$victim}[0]);
 $floats[0] = unpack('f>', pack('L>', unpack('L>', pack('f>', $floats[0])) ^ 1));
-my $cid = collection_id();
+my $cid = collection_id($coll);
 chroma_post("$cid/upsert", { ids => [ "$victim", 'chaos-stray' ],
 	embeddings => [ [ map { 0 + sprintf('%.9g', $_) } @floats ], [ map { 0.5 } 1 .. $dim ] ],
 	documents => [ 'changed', 'stray' ],
 	metadatas => [ { stray_key => 1 }, undef ] });
-($n) = compare($table, read_chroma());
+($n) = compare_records($table, read_chroma());
 is(join(' ', map { "$_=$n->{$_}" } qw(only_table only_chroma embedding document metadata)),
 	'only_table=0 only_chroma=1 embedding=1 document=1 metadata=1',
 	"the comparison sees a one-ulp change, a changed document, a stale key and a stray id (id $victim)");
