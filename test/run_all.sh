@@ -2,13 +2,21 @@
 # Runs every test suite of chroma_sync, from a fresh Debian 12 machine, as root:
 # installs what is missing (apt, npm, the glibc of the new Chroma server), builds and
 # installs the extension, then runs the C unit tests, a short libFuzzer run of every fuzz
-# target, pg_regress against the old and the new Chroma server, and the TAP tests. Stops
-# every server it started, also on failure.
+# target, pg_regress against the old and the new Chroma server, and the TAP tests, all on the
+# host's PostgreSQL 15; then (suite "majors") the extension built with WERROR=1 on
+# PostgreSQL 17, 18 and 19 in Debian roots made with debootstrap from the machine's own
+# archive (trixie: 17, sid: 18, experimental: 19; cached in .cache/pgroots) and pg_regress
+# against a server of each. Stops every server it started, also on failure.
 # The last line of output is "N passed, M failed"; the exit status is non-zero when
 # anything failed or broke.
 #
-#   bash test/run_all.sh [--only static|unit|fuzz|regress|tap|bench[,...]] [--server old|new] [--sanitize]
+#   bash test/run_all.sh [--only static|unit|fuzz|regress|tap|bench|majors[,...]] [--server old|new]
+#                        [--sanitize] [--pg 17,18,19]
 #   TAP='03*' bash test/run_all.sh --only tap     (only the matching TAP files)
+#   bash test/run_all.sh --pg 18                  (build and pg_regress on PostgreSQL 18 only)
+#
+# --pg LIST: the majors the "majors" suite covers (default 17,18,19); without --only it runs
+# that suite alone.
 #
 # --sanitize (make sanitize-check): the extension built with SANITIZE=1 (ASan and UBSan),
 # every PostgreSQL server started with the ASan runtime preloaded (see test/lib/sanitize.sh),
@@ -35,8 +43,9 @@ usage() {
 	exit "${1:-0}"
 }
 
-SUITES=static,unit,fuzz,regress,tap,bench
+SUITES=static,unit,fuzz,regress,tap,bench,majors
 SUITES_GIVEN=0
+PG_MAJORS_GIVEN=
 SERVERS="old new"
 SANITIZE=0
 while [ $# -gt 0 ]; do
@@ -44,6 +53,8 @@ while [ $# -gt 0 ]; do
 	--only) SUITES=${2:-} SUITES_GIVEN=1; shift 2 || usage 2 ;;
 	--only=*) SUITES=${1#--only=} SUITES_GIVEN=1; shift ;;
 	--sanitize) SANITIZE=1; shift ;;
+	--pg) PG_MAJORS_GIVEN=${2:-}; shift 2 || usage 2 ;;
+	--pg=*) PG_MAJORS_GIVEN=${1#--pg=}; shift ;;
 	--server) SERVERS=${2:-}; shift 2 || usage 2 ;;
 	--server=*) SERVERS=${1#--server=}; shift ;;
 	-h | --help) usage 0 ;;
@@ -51,12 +62,13 @@ while [ $# -gt 0 ]; do
 	esac
 done
 [ $SANITIZE = 1 ] && [ $SUITES_GIVEN = 0 ] && SUITES=regress,tap
+[ -n "$PG_MAJORS_GIVEN" ] && [ $SUITES_GIVEN = 0 ] && SUITES=majors
 if [ $SANITIZE = 1 ] && [[ ",$SUITES," == *,bench,* ]]; then
 	echo "--sanitize runs regress and tap (and static, unit, fuzz); not bench" >&2
 	exit 2
 fi
 for s in ${SUITES//,/ }; do
-	case $s in static | regress | unit | fuzz | tap | bench) ;; *) echo "unknown suite '$s' (static, unit, fuzz, regress, tap, bench)" >&2; exit 2 ;; esac
+	case $s in static | regress | unit | fuzz | tap | bench | majors) ;; *) echo "unknown suite '$s' (static, unit, fuzz, regress, tap, bench, majors)" >&2; exit 2 ;; esac
 done
 case $SERVERS in "old new" | old | new) ;; *) echo "unknown server '$SERVERS' (old or new)" >&2; exit 2 ;; esac
 wants() { [[ ",$SUITES," == *",$1,"* ]]; }
@@ -76,6 +88,13 @@ mkdir -p "$CHROMA_PIDS_DIR"
 . "$ROOT/test/lib/common.sh"
 # shellcheck source=lib/sanitize.sh
 . "$ROOT/test/lib/sanitize.sh"
+# shellcheck source=lib/pg_roots.sh
+. "$ROOT/test/lib/pg_roots.sh"
+PG_MAJORS=${PG_MAJORS_GIVEN//,/ }
+PG_MAJORS=${PG_MAJORS:-$PG_OTHER_MAJORS}
+for m in $PG_MAJORS; do
+	pg_root_suite "$m" >/dev/null || { echo "unknown PostgreSQL major '$m' (17, 18, 19; 15 is the host's)" >&2; rm -rf "$WORK_DIR"; exit 2; }
+done
 CHROMA_PID_DIRS+=("$CHROMA_PIDS_DIR")
 
 # The terminal, kept as fds 8 and 9 (closed in the commands the harness starts).
@@ -127,6 +146,18 @@ bg_run() {
 
 # ---------------------------------------------------------------------- pg_regress
 
+# count_regress LOG: sets ok, bad and names (of the failed tests) from pg_regress's output.
+# 15 and 16: "test name ... ok 12 ms" or "     name ... FAILED 30 ms" (parallel groups);
+# 17+ (TAP): "ok 1         - name   12 ms" or "not ok 3     + name   30 ms" (+: in a group).
+REGRESS_OK_RE='^((test +| +)[^ ]+ +\.\.\. +ok|ok +[0-9]+ +[-+] +[^ ]+)'
+REGRESS_BAD_RE='^((test +| +)[^ ]+ +\.\.\. +(FAILED|failed)|not ok +[0-9]+ +[-+] +[^ ]+)'
+count_regress() {
+	ok=$(grep -cE "$REGRESS_OK_RE" "$1")
+	bad=$(grep -cE "$REGRESS_BAD_RE" "$1")
+	names=$(grep -E "$REGRESS_BAD_RE" "$1" |
+		sed -E 's/^not ok +[0-9]+ +[-+] +([^ ]+).*/\1/; s/^(test +| +)([^ ]+).*/\2/' | tr '\n' ' ')
+}
+
 # run_regress old|new: the whole pg_regress suite against a fresh server of that kind.
 run_regress() {
 	local kind=$1 port url cpid out log ok bad names rc
@@ -154,11 +185,7 @@ run_regress() {
 		bg_run timeout "$REGRESS_TIMEOUT" make -C "$ROOT" PG_CONFIG="$PG_CONFIG" installcheck \
 		PGHOST="$PG_DIR" PGPORT="$PG_PORT" PGUSER=postgres EXTRA_REGRESS_OPTS="--outputdir=$out"
 	rc=$?
-	# PG 15: "test name ... ok 12 ms" or "     name ... FAILED 30 ms" (parallel groups).
-	ok=$(grep -cE '^(test +| +)[^ ]+ +\.\.\. +ok' "$log")
-	bad=$(grep -cE '^(test +| +)[^ ]+ +\.\.\. +(FAILED|failed)' "$log")
-	names=$(grep -E '^(test +| +)[^ ]+ +\.\.\. +(FAILED|failed)' "$log" |
-		sed -E 's/^(test +| +)([^ ]+).*/\2/' | tr '\n' ' ')
+	count_regress "$log"
 	PASSED=$((PASSED + ok))
 	FAILED=$((FAILED + bad))
 	note "regress-$kind: $ok passed, $bad failed${names:+: $names}"
@@ -184,11 +211,96 @@ run_regress() {
 	sanitizer_collect "regress-$kind" "$PG_LOG"
 }
 
+# ---------------------------------------------------------------------- other majors
+
+ROOT_PIDS=()
+
+# Every Debian root the chosen majors need, made in parallel (downloads dominate), then per
+# major: the build with WERROR=1 (one test) and pg_regress against a fresh Chroma server.
+run_majors() {
+	local suites=() s m pid rc kind=${SERVERS%% *}
+	local -A root_ok=()
+	for m in $PG_MAJORS; do
+		s=$(pg_root_suite "$m")
+		[[ " ${suites[*]} " == *" $s "* ]] || suites+=("$s")
+	done
+	if ! command -v debootstrap >/dev/null &&
+		! stage "install debootstrap" install-debootstrap apt_install debootstrap; then
+		broken "majors: debootstrap could not be installed"
+		return
+	fi
+	for s in "${suites[@]}"; do
+		(
+			t=$SECONDS
+			pg_root_prepare "$s"
+			rc=$?
+			echo "root $s: exit $rc after $((SECONDS - t))s"
+			exit $rc
+		) >>"$LOG_DIR/root-$s.log" 2>&1 </dev/null 8>&- 9>&- &
+		ROOT_PIDS+=($!)
+		root_ok[$s]=$!
+	done
+	for s in "${suites[@]}"; do
+		pid=${root_ok[$s]}
+		if STAGE_TAIL=30 stage "Debian $s root (PostgreSQL $(pg_root_majors "$s"))" root-$s wait "$pid"; then
+			root_ok[$s]=1
+		else
+			root_ok[$s]=0
+			broken "majors: the Debian $s root could not be made (see $LOG_DIR/root-$s.log)"
+		fi
+	done
+	ROOT_PIDS=()
+	for m in $PG_MAJORS; do
+		s=$(pg_root_suite "$m")
+		[ "${root_ok[$s]}" = 1 ] || continue
+		if stage "build on PostgreSQL $m (WERROR=1, Debian $s)" build-pg$m pg_root_build "$m"; then
+			PASSED=$((PASSED + 1))
+			note "build pg$m: $(grep -m1 -E '^gcc' "$LOG_DIR/build-pg$m.log")"
+		else
+			broken "majors: make WERROR=1 / make install failed on PostgreSQL $m"
+			continue
+		fi
+		run_root_regress "$m" "$kind"
+	done
+}
+
+# run_root_regress MAJOR old|new: pg_regress on MAJOR's root against a fresh Chroma server.
+run_root_regress() {
+	local major=$1 kind=$2 port cpid log out rc ok bad names
+	port=$(free_port) || { broken "regress-pg$major: no free port"; return; }
+	if ! stage "start $kind Chroma server (port $port)" chroma-start-pg$major \
+		start_chroma "$kind" "$WORK_DIR/chroma-regress-pg$major" "$port" "$LOG_DIR/chroma-regress-pg$major.log"; then
+		broken "regress-pg$major: Chroma server did not start"
+		return
+	fi
+	cpid=$CHROMA_PID
+	log=$LOG_DIR/regress-pg$major.log
+	out=$LOG_DIR/regress-pg$major
+	STAGE_TAIL=0 stage "pg_regress on PostgreSQL $major ($kind server)" regress-pg$major \
+		timeout "$REGRESS_TIMEOUT" bash -c 'ROOT=$1; . "$1/test/lib/common.sh"; . "$1/test/lib/pg_roots.sh"; pg_root_regress "$2" "$3" "$4"' \
+		sh "$ROOT" "$major" "http://127.0.0.1:$port" "$out"
+	rc=$?
+	count_regress "$log"
+	PASSED=$((PASSED + ok))
+	FAILED=$((FAILED + bad))
+	note "regress-pg$major: $ok passed, $bad failed${names:+: $names}"
+	if [ $rc -ne 0 ] && [ "$bad" -eq 0 ]; then
+		show_tail "$log" 40
+		broken "regress-pg$major: make installcheck exited $rc$([ $rc -eq 124 ] && echo ' (timeout)')"
+	fi
+	if [ -s "$out/regression.diffs" ] && { [ "$bad" -gt 0 ] || [ $rc -ne 0 ]; }; then
+		echo "    ---- first 200 lines of regression.diffs (PostgreSQL $major)"
+		head -n 200 "$out/regression.diffs" | sed 's/^/    | /'
+		show_tail "$out/server.log" 30
+	fi
+	[ "$KEEP" = 1 ] || stop_chroma "$cpid"
+}
+
 # ---------------------------------------------------------------------- static checks
 
 run_static() {
 	local log=$LOG_DIR/static.log line p f rc
-	stage "static checks (cppcheck, META.json)" static bg_run timeout 900 bash "$ROOT/test/static_checks.sh"
+	stage "static checks (cppcheck, META.json, SQL scripts)" static bg_run timeout 900 bash "$ROOT/test/static_checks.sh"
 	rc=$?
 	line=$(grep -E '^static: [0-9]+ passed, [0-9]+ failed' "$log" | tail -n 1)
 	if [ -z "$line" ]; then
@@ -415,6 +527,10 @@ on_exit() {
 		kill -TERM "$CHILD" 2>/dev/null
 		wait "$CHILD" 2>/dev/null
 	fi
+	for p in "${ROOT_PIDS[@]}"; do
+		pkill -TERM -P "$p" 2>/dev/null
+		kill -TERM "$p" 2>/dev/null
+	done
 	cleanup
 	sanitizer_summary
 	if [ $FINISHED = 0 ]; then
@@ -435,7 +551,7 @@ trap 'exit 143' TERM
 
 echo "chroma_sync tests: suites=$SUITES servers=${SERVERS// /,}$([ $SANITIZE = 1 ] && echo ' sanitize') work dir=$WORK_DIR"
 want_chroma=0 want_new=0
-{ wants regress || wants tap || wants bench; } && want_chroma=1
+{ wants regress || wants tap || wants bench || wants majors; } && want_chroma=1
 # TAP tests may start the new server themselves, whatever --server says.
 { [[ $SERVERS == *new* ]] || wants tap; } && want_new=1
 if ! stage "install dependencies" install install_deps "$want_chroma" "$want_new"; then
@@ -476,6 +592,7 @@ if [ $built = 1 ]; then
 	wants tap && run_tap
 	wants bench && run_bench_smoke
 fi
+wants majors && run_majors
 
 FINISHED=1
 exit 0

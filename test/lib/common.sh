@@ -25,6 +25,7 @@ APT_PACKAGES=(
 	postgresql-$PG_MAJOR postgresql-client-$PG_MAJOR postgresql-server-dev-$PG_MAJOR
 	libcurl4-openssl-dev libipc-run-perl clang-14 libclang-rt-14-dev
 	build-essential perl curl ca-certificates nginx openssl cppcheck
+	postgresql-$PG_MAJOR-plpgsql-check
 )
 
 note() { echo "    $*"; }
