@@ -5,7 +5,7 @@
 # target, pg_regress against the old and the new Chroma server, and the TAP tests, all on the
 # host's PostgreSQL 15; then (suite "majors") the extension built with WERROR=1 on
 # PostgreSQL 17, 18 and 19 in Debian roots made with debootstrap from the machine's own
-# archive (trixie: 17, sid: 18, experimental: 19; cached in .cache/pgroots) and pg_regress
+# archive (trixie: 17, sid: 18, experimental: 19; cached in /var/cache/chroma_sync/pgroots) and pg_regress
 # against a server of each. Stops every server it started, also on failure.
 # The last line of output is "N passed, M failed"; the exit status is non-zero when
 # anything failed or broke.

@@ -1,14 +1,15 @@
 # shellcheck shell=bash
 # Other PostgreSQL majors for the test harness: a Debian root per suite made with
 # debootstrap from the machine's own Debian archive (trixie ships 17, sid 18, experimental
-# 19), cached under .cache/pgroots, where the extension is built and pg_regress runs
+# 19), cached outside the clone under /var/cache/chroma_sync/pgroots (PG_ROOTS_DIR), so a
+# fresh clone on the same machine reuses them, where the extension is built and pg_regress runs
 # against a server started inside the root. Sourced by test/run_all.sh after common.sh.
 #
 # The roots share the host's network: a root's server reaches the Chroma server the
 # harness starts on the host. Every command in a root runs in its own mount namespace
 # (unshare), so /proc and /dev are never left mounted.
 
-PG_ROOTS_DIR=${PG_ROOTS_DIR:-$ROOT/.cache/pgroots}
+PG_ROOTS_DIR=${PG_ROOTS_DIR:-/var/cache/chroma_sync/pgroots}
 PG_OTHER_MAJORS="17 18 19"
 
 # The Debian suite whose root carries MAJOR (18 and 19 share sid's root; 19 from experimental).
