@@ -49,9 +49,10 @@ while (my $line = <STDIN>)
 	chomp $line;
 	if ($line =~ /^psql:(?:.*\/)?([^\/]+?):(\d+): (\w+):\s+(.*)$/)
 	{
+		my ($where, $level, $msg) = ("$1:$2", $3, $4);
 		flush_error();
 		# (psql's own errors, such as a file it cannot read, are "error:")
-		$last = [ "$1:$2", $4 ] if $3 =~ /^(?:ERROR|FATAL|PANIC|error)$/;
+		$last = [ $where, $msg ] if $level =~ /^(?:ERROR|FATAL|PANIC|error)$/;
 	}
 	elsif ($last && $line =~ /^(QUERY|LINE \d+):\s+(.*)$/)
 	{
