@@ -139,8 +139,9 @@ BEGIN
 	FOR g IN SELECT * FROM pg_temp.chroma_sync_records_grants LOOP
 		EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION %s TO %s%s',
 			g.new_signature::pg_catalog.regprocedure,
+			-- regrole's output is already an identifier, quoted where needed
 			CASE WHEN g.grantee OPERATOR(pg_catalog.=) 0::pg_catalog.oid THEN 'PUBLIC'
-				ELSE pg_catalog.quote_ident(g.grantee::pg_catalog.regrole::pg_catalog.text) END,
+				ELSE g.grantee::pg_catalog.regrole::pg_catalog.text END,
 			CASE WHEN g.is_grantable THEN ' WITH GRANT OPTION' ELSE '' END);
 	END LOOP;
 END

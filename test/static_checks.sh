@@ -11,6 +11,7 @@ check() {
 	shift
 	if out=$("$@" 2>&1); then
 		echo "ok - $name"
+		printf '%s\n' "$out" | grep '^# ' | sed 's/^/    /'	# a check's own count
 		passed=$((passed + 1))
 	else
 		echo "not ok - $name"
@@ -94,6 +95,54 @@ check_sql_check_fixture() {
 	fi
 }
 
+# The SQL check run on each "-- case" section of test/lib/sql_check_cases.sql appended alone
+# to a copy of the scripts: each must fail it, reported as the case's pattern; the "-- clean"
+# section must pass it. Prints how many cases were caught.
+check_sql_check_cases() {
+	local dir out rc name pattern last caught=0 missed=0 total i
+	dir=$(mktemp -d /tmp/chroma_sql_cases.XXXXXX) || return 1
+	chmod 755 "$dir"
+	perl -e '
+		my ($dir) = @ARGV;
+		my ($n, $fh) = (0);
+		open my $in, "<", "test/lib/sql_check_cases.sql" or die "cases: $!\n";
+		while (<$in>) {
+			if (/^-- (case (\S+): (.*)|clean)$/) {
+				$n++;
+				open $fh, ">", "$dir/section_$n.sql" or die "$!\n";
+				open my $meta, ">", "$dir/section_$n.meta" or die "$!\n";
+				print $meta $2 // "clean", "\n", $3 // "", "\n";
+				close $meta;
+				next;
+			}
+			print $fh $_ if $fh;
+		}
+	' "$dir" || { rm -rf "$dir"; return 1; }
+	total=$(ls "$dir"/section_*.sql | wc -l)
+	local failures=()
+	for ((i = 1; i <= total; i++)); do
+		{ read -r name; read -r pattern; } <"$dir/section_$i.meta"
+		rm -rf "$dir/sql"
+		mkdir "$dir/sql" && chmod 755 "$dir/sql"
+		cp sql/chroma_sync--*.sql "$dir/sql/"
+		last=$(ls "$dir"/sql/chroma_sync--*--*.sql | sort -V | tail -n 1)
+		cat "$dir/section_$i.sql" >>"$last"
+		out=$(bash test/lib/check_sql_scripts.sh "$dir/sql" 2>&1)
+		rc=$?
+		if [ "$name" = clean ]; then
+			[ $rc -eq 0 ] || failures+=("the clean section fails the check (exit $rc):" "$out")
+		elif [ $rc -eq 1 ] && PATTERN=$pattern perl -e 'local $/; exit(<STDIN> =~ /$ENV{PATTERN}/ ? 0 : 1)' <<<"$out"; then
+			caught=$((caught + 1))
+		else
+			missed=$((missed + 1))
+			failures+=("missed: case $name (exit $rc, want /$pattern/):" "$out")
+		fi
+	done
+	rm -rf "$dir"
+	echo "# statement cases: $caught of $((caught + missed)) caught, $missed missed"
+	[ ${#failures[@]} -eq 0 ] || { printf '%s\n' "${failures[@]}"; return 1; }
+}
+
 if command -v cppcheck >/dev/null; then
 	check "cppcheck src/" run_cppcheck
 else
@@ -104,5 +153,6 @@ check "META.json follows the meta-spec and the control file" check_meta
 check "install and upgrade scripts are installed and guarded" check_scripts
 check "install and upgrade scripts qualify every operator and function" bash test/lib/check_sql_scripts.sh sql
 check "the qualification check reports what it must, and nothing else" check_sql_check_fixture
+check "the qualification check catches every kind of statement (test/lib/sql_check_cases.sql)" check_sql_check_cases
 echo "static: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -14,7 +14,13 @@
 #   - PL/pgSQL bodies and DO blocks: plpgsql_check's dependency list;
 #   - in every stored parse tree, an operator whose operand was cast implicitly (not an
 #     exact match: write the cast), test/lib/implicit_operator_casts.pl.
+# What the scripts only run (UPDATE, VALUES, ALTER TABLE ... USING, a string a DO block
+# EXECUTEs, any other statement) leaves no parse tree: a second database, the trap
+# (test/lib/sql_trap.sql), holds operator shells and procedures under every name of
+# pg_catalog, so that each statement fails as it is parsed if a name in it is not
+# qualified; the scripts run there statement by statement, and every EXECUTE must have run.
 #   bash test/lib/check_sql_scripts.sh [SQL_DIR]
+#   (SQL_CHECK_TRAP_LOG=FILE keeps what psql printed in the trap)
 set -u
 sql_dir=$(cd "${1:-sql}" && pwd) || exit 2
 here=$(cd "$(dirname "$0")" && pwd)
@@ -236,8 +242,52 @@ SELECT obj_description(oid, 'pg_proc'), prosqlbody FROM pg_proc
 EOF
 ) || { echo "the check's own query failed: $casts"; exit 2; }
 [ -z "$casts" ] || found=$(printf '%s\n%s' "$found" "$casts" | sed '/^$/d')
+
+# The trap (test/lib/sql_trap.sql): every statement as it runs, of whatever kind. What is
+# read above is what the scripts store (views, defaults, bodies); this sees what they only
+# run: UPDATE, DELETE, INSERT, VALUES, WITH, ALTER TABLE ... USING, the strings a DO block
+# EXECUTEs. The scripts run file by file, each in a transaction, each statement behind a
+# savepoint (an error is reported and the rest still runs), with EXECUTE grants on every
+# function given after each file (the updates carry grants over). DO blocks run as
+# functions under plpgsql_check's profiler: an EXECUTE that never ran is reported, as the
+# statement it builds was never checked.
+psql_trap() { as_pg "$bindir/psql" -X -q -h "$work" -U postgres -d trap "$@"; }
+psql -c 'CREATE DATABASE trap' >"$work/trap.log" 2>&1 || { cat "$work/trap.log"; exit 2; }
+psql_trap -v ON_ERROR_STOP=1 -f "$here/sql_trap.sql" >"$work/trap.log" 2>&1 || { cat "$work/trap.log"; exit 2; }
+grep -ho "trap: .*" "$work/trap.log"
+mkdir "$work/trap"
+perl "$here/prepare_sql_scripts.pl" --trap "$work/trap" "$sql_dir" >"$work/trap.files" || exit 2
+{
+	echo "SET client_min_messages = warning;"
+	echo "LOAD 'plpgsql_check';"
+	echo "SET plpgsql_check.profiler = on;"
+	echo '\set ON_ERROR_ROLLBACK on'
+	while read -r f; do
+		echo "BEGIN;"
+		echo "\\i $work/trap/$f"
+		echo "COMMIT;"
+		echo "GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA public, chroma_sync TO \"Trap \"\"Grantee\" WITH GRANT OPTION;"
+		echo "GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA public, chroma_sync TO PUBLIC;"
+	done <"$work/trap.files"
+	cat <<'EOF'
+SET search_path = pg_catalog;
+SELECT format('never ran: %s %s', substr(f.proname, 7), s.lineno)
+FROM pg_proc f, LATERAL static_stub.plpgsql_profiler_function_statements_tb(f.oid) s
+WHERE f.pronamespace = 'trap_do'::regnamespace
+	AND (s.stmtname ~ 'EXECUTE' OR s.stmtname = 'OPEN') AND s.exec_stmts = 0;
+SELECT 'the trap ran to its end';
+EOF
+} >"$work/trap_driver.sql"
+chmod 644 "$work"/trap/*.sql "$work/trap_driver.sql"
+# (psql goes on after an error: what it printed is the report's input)
+PGOPTIONS='-c search_path=public,hostile,pg_catalog' psql_trap -At -f "$work/trap_driver.sql" >"$work/trap_run.log" 2>&1
+[ -z "${SQL_CHECK_TRAP_LOG:-}" ] || cp "$work/trap_run.log" "$SQL_CHECK_TRAP_LOG"
+grep -qx 'the trap ran to its end' "$work/trap_run.log" || { cat "$work/trap_run.log"; exit 2; }
+trapped=$(perl "$here/sql_trap_report.pl" "$work/trap/do_blocks" <"$work/trap_run.log") ||
+	{ echo "the trap's report failed"; exit 2; }
+[ -z "$trapped" ] || found=$(printf '%s\n%s' "$found" "$trapped" | sed '/^$/d')
 if [ -n "$found" ]; then
-	echo "hijackable operators or functions (write OPERATOR(pg_catalog.x) on exactly matching types, pg_catalog.f(...)):"
+	echo "hijackable operators or functions (write OPERATOR(pg_catalog.x) on exactly matching types, pg_catalog.f(...)), or statements that fail in the trap:"
 	printf '%s\n' "$found" | sed 's/^/  /'
 	exit 1
 fi

@@ -9,9 +9,23 @@
 #     is also created as a view static_check.statement_N (so its parse tree is stored),
 #     which static_check.take_statement inspects and drops at once.
 #   perl test/lib/prepare_sql_scripts.pl SQL_DIR > combined.sql
+#
+# With --trap OUTDIR, each script is instead written to OUTDIR with its lines where they
+# were (so that an error names the line of the original), rewritten only as above for the C
+# functions, @extschema@ and pg_extension_config_dump, and with every DO block run as a
+# function trap_do.block_N (so plpgsql_check's profiler can tell which of its statements
+# ran); the file names are printed in install order, and OUTDIR/do_blocks has a line
+# "N FILE LINE" for each DO block (its function, the file and line of the DO).
+#   perl test/lib/prepare_sql_scripts.pl --trap OUTDIR SQL_DIR
 use strict;
 use warnings;
 
+my $trap_dir;
+if (@ARGV && $ARGV[0] eq '--trap')
+{
+	shift;
+	$trap_dir = shift // die "--trap needs a directory\n";
+}
 my $dir = shift // 'sql';
 my %next;
 for my $f (glob "$dir/chroma_sync--*--*.sql")
@@ -53,18 +67,60 @@ sub statements
 	return @out;
 }
 
-my ($do_n, $stmt_n) = (0, 0);
-print "SET client_min_messages = warning;\n";
-for my $file (@files)
+# The script's text with C functions as stubs: the line numbers stay those of the original.
+sub rewritten
 {
+	my ($file) = @_;
 	open my $fh, '<', $file or die "$file: $!\n";
 	local $/;
 	my $text = <$fh>;
 	close $fh;
 	$text =~ s/^\\echo .*$//mg;
 	$text =~ s/\@extschema\@/public/g;
-	$text =~ s/AS\s+'MODULE_PATHNAME'\s*,\s*'[^']*'\s+LANGUAGE\s+C\b/AS \$stub\$BEGIN END\$stub\$ LANGUAGE plpgsql/gi;
+	$text =~ s/AS\s+'MODULE_PATHNAME'\s*,\s*'[^']*'\s+LANGUAGE\s+C\b/
+	  'AS $stub$BEGIN END$stub$ LANGUAGE plpgsql' . ("\n" x (() = $&  =~ m{\n}g))/gie;
 	$text =~ s/\bpg_catalog\.pg_extension_config_dump\(/static_stub.config_dump(/g;
+	return $text;
+}
+
+if (defined $trap_dir)
+{
+	my $do_n = 0;
+	open my $blocks, '>', "$trap_dir/do_blocks" or die "$trap_dir/do_blocks: $!\n";
+	for my $file (@files)
+	{
+		(my $name = $file) =~ s{.*/}{};
+		my $line = 1;
+		my $out = '';
+		for my $s (statements(rewritten($file)))
+		{
+			my ($lead) = $s =~ /^((?:\s+|--[^\n]*\n)*)/;
+			my $code = substr($s, length $lead);
+			my $at = $line + ($lead =~ tr/\n//);
+			if ($code =~ s/^DO\s+(?:LANGUAGE\s+plpgsql\s+)?(?=(\$(\w*)\$.*\$\2\$)\s*$)//si)
+			{
+				$do_n++;
+				$code = "CREATE FUNCTION trap_do.block_$do_n() RETURNS void LANGUAGE plpgsql AS $code;"
+				  . " SELECT trap_do.block_$do_n()";
+				print $blocks "$do_n $name $at\n";
+			}
+			$out .= "$lead$code;";
+			$line += ($s =~ tr/\n//);
+		}
+		open my $fh, '>', "$trap_dir/$name" or die "$trap_dir/$name: $!\n";
+		print $fh "$out\n";
+		close $fh or die "$trap_dir/$name: $!\n";
+		print "$name\n";
+	}
+	close $blocks or die "$trap_dir/do_blocks: $!\n";
+	exit 0;
+}
+
+my ($do_n, $stmt_n) = (0, 0);
+print "SET client_min_messages = warning;\n";
+for my $file (@files)
+{
+	my $text = rewritten($file);
 	(my $name = $file) =~ s{.*/}{};
 	print "-- ===== $name\n";
 	for my $s (statements($text))

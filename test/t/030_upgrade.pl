@@ -2,7 +2,8 @@
 # syncing and loses nothing that was pending; 0.3's chroma_mirror keeps the EXECUTE grants
 # of the one it replaces (also to a role whose name needs quoting) and mirrors composite
 # keys; 0.4's queue has two indexes on (mirror_id, ...), keys indexed in byte order; 0.5's
-# chroma_upsert, chroma_upsert_query and chroma_get keep the grants of the ones they replace.
+# chroma_upsert, chroma_upsert_query and chroma_get keep the grants of the ones they replace
+# (also to that role).
 use strict;
 use warnings;
 
@@ -86,7 +87,8 @@ is($node->safe_psql('postgres', $queue_shape),
 # 0.5 re-creates chroma_upsert, chroma_upsert_query and chroma_get with a new last argument
 $node->safe_psql('postgres', q{
 GRANT EXECUTE ON FUNCTION chroma_upsert_query(text, text) TO up_mirrorer WITH GRANT OPTION;
-GRANT EXECUTE ON FUNCTION chroma_get(text, text[], jsonb, int, int) TO up_mirrorer});
+GRANT EXECUTE ON FUNCTION chroma_get(text, text[], jsonb, int, int) TO up_mirrorer;
+GRANT EXECUTE ON FUNCTION chroma_upsert(text, text[], real[], text[], jsonb[]) TO "Mixed Case""Role"});
 $node->safe_psql('postgres', 'ALTER EXTENSION chroma_sync UPDATE');
 is($node->safe_psql('postgres', "SELECT extversion FROM pg_extension WHERE extname = 'chroma_sync'"),
 	'0.5', 'updated to 0.5');
@@ -100,6 +102,11 @@ FROM pg_proc p WHERE p.proname IN ('chroma_get', 'chroma_upsert', 'chroma_upsert
 	  . 'chroma_upsert(text,text[],real[],text[],jsonb[],boolean) f f f; '
 	  . 'chroma_upsert_query(text,text,boolean) t t f',
 	'0.5: one chroma_get, chroma_upsert and chroma_upsert_query each, with the new last argument; grants kept, none to PUBLIC');
+# (0.5's update once quoted the name twice: role """Mixed Case""""Role""" does not exist)
+is($node->safe_psql('postgres', q{
+SELECT has_function_privilege('Mixed Case"Role',
+	'chroma_upsert(text, text[], real[], text[], jsonb[], boolean)', 'EXECUTE')}),
+	't', '0.5: the grant of chroma_upsert to Mixed Case"Role is kept');
 is($node->safe_psql('postgres', "SELECT pending FROM chroma_sync.status"),
 	'363', 'nothing pending was lost by the update to 0.5');
 is($node->safe_psql('postgres', q{
