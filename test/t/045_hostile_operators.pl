@@ -45,7 +45,11 @@ CREATE DATABASE h_fresh;
 CREATE DATABASE h_upgrade;
 CREATE DATABASE h_v04});
 
-# What planter does in $db: a log anyone may write to, the evil functions, the operators.
+# What planter does in $db: a log anyone may write to, the evil functions, the operators,
+# and domains named like the built-in types the scripts name unqualified (text, jsonb, uuid,
+# name, timestamptz). Types have no overloading: while an extension script runs, pg_catalog
+# is searched before the target schema (it is not named in search_path), so the built-in
+# type is found first; bound_to_public checks that no column or argument took a domain.
 sub plant
 {
 	my ($db) = @_;
@@ -84,6 +88,13 @@ CREATE FUNCTION public.evil_cat(text, integer) RETURNS text LANGUAGE plpgsql AS 
 BEGIN PERFORM public.evil('|| (text, integer)');
 	RETURN $1 OPERATOR(pg_catalog.||) $2::pg_catalog.text; END $$;
 CREATE OPERATOR public.|| (LEFTARG = text, RIGHTARG = integer, FUNCTION = public.evil_cat);
+CREATE FUNCTION public.evil_check(what text) RETURNS boolean LANGUAGE plpgsql AS $$
+BEGIN PERFORM public.evil(what); RETURN true; END $$;
+CREATE DOMAIN public.text AS pg_catalog.varchar CHECK (public.evil_check('domain text'));
+CREATE DOMAIN public.jsonb AS pg_catalog.jsonb CHECK (public.evil_check('domain jsonb'));
+CREATE DOMAIN public.uuid AS pg_catalog.uuid CHECK (public.evil_check('domain uuid'));
+CREATE DOMAIN public.name AS pg_catalog.name CHECK (public.evil_check('domain name'));
+CREATE DOMAIN public.timestamptz AS pg_catalog.timestamptz CHECK (public.evil_check('domain timestamptz'));
 CREATE FUNCTION public.format(text, regprocedure, text, text) RETURNS text LANGUAGE plpgsql AS $$
 BEGIN PERFORM public.evil('format(text, regprocedure, text, text)');
 	RETURN pg_catalog.format($1, $2, $3, $4); END $$;
@@ -114,8 +125,15 @@ FROM pg_depend d
 WHERE ((d.refclassid = 'pg_operator'::regclass AND d.refobjid IN
 			(SELECT oid FROM pg_operator WHERE oprnamespace = 'public'::regnamespace))
 		OR (d.refclassid = 'pg_proc'::regclass AND d.refobjid IN
-			(SELECT oid FROM pg_proc WHERE pronamespace = 'public'::regnamespace)))
-	AND d.classid <> 'pg_operator'::regclass});
+			(SELECT oid FROM pg_proc WHERE pronamespace = 'public'::regnamespace))
+		OR (d.refclassid = 'pg_type'::regclass AND d.refobjid IN
+			(SELECT oid FROM pg_type WHERE typnamespace = 'public'::regnamespace)))
+	AND d.classid <> 'pg_operator'::regclass
+	-- the planted domains themselves (their checks, their array types)
+	AND NOT (d.classid = 'pg_constraint'::regclass AND d.objid IN
+			(SELECT oid FROM pg_constraint WHERE connamespace = 'public'::regnamespace))
+	AND NOT (d.classid = 'pg_type'::regclass AND d.objid IN
+			(SELECT oid FROM pg_type WHERE typnamespace = 'public'::regnamespace))});
 }
 
 # A mirror in $db whose backfill is running; status read (as superuser) while it does, and
