@@ -154,7 +154,8 @@ record_set_replace(RecordSet *rs, const char *collection_id, RecordSet *clear)
 		}
 	}
 	order = palloc_array(int, nkeep);
-	memcpy(order, keep, sizeof(int) * nkeep);
+	for (int k = 0; k < nkeep; k++)
+		order[k] = keep[k];
 	qsort_arg(order, nkeep, sizeof(int), cmp_names, rs->names);
 	/* ids in chunks: every page of a get sends its ids again */
 	for (int k = 0; k < nkeep; k += GET_PAGE_MAX_RECORDS)
