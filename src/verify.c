@@ -12,6 +12,7 @@
 #include "funcapi.h"
 #include "mb/pg_wchar.h"
 #include "miscadmin.h"
+#include "storage/lmgr.h"
 #include "utils/acl.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
@@ -217,10 +218,16 @@ read_expected(void *arg)
 		TupleDesc	td = SPI_tuptable->tupdesc;
 		bool		isnull;
 		Datum		d;
-		Expected   *e = enter_expected(a->table, a->hcxt, SPI_getvalue(tup, td, 1));
-		MemoryContext old = MemoryContextSwitchTo(a->hcxt);
+		char	   *id = SPI_getvalue(tup, td, 1);
+		Expected   *e;
+		MemoryContext old;
 
+		/* no id, or no embedding (a cast may yield NULL): the worker sends no record */
 		d = SPI_getbinval(tup, td, 2, &isnull);
+		if (id == NULL || isnull)
+			continue;
+		e = enter_expected(a->table, a->hcxt, id);
+		old = MemoryContextSwitchTo(a->hcxt);
 		{
 			ArrayType  *arr = DatumGetArrayTypePCopy(d);
 
@@ -296,7 +303,8 @@ chroma_verify(PG_FUNCTION_ARGS)
 	ctl.keysize = KEY_BYTES;
 	table = hash_create("chroma_verify", 1024, &ctl, HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
 
-	/* the table, read with the mirror owner's rights like the worker */
+	/* the table, read with its owner's rights like the worker (locked: the owner stays) */
+	LockRelationOid(m->relid, AccessShareLock);
 	SPI_connect();
 	{
 		char	   *where = psprintf("WHERE %s AND %s",
@@ -307,10 +315,15 @@ chroma_verify(PG_FUNCTION_ARGS)
 							   &nrows, &error))
 		{
 			/* a row that cannot be read (it is in chroma_sync.failed): row by row */
-			if (SPI_execute(psprintf("SELECT %s FROM %s %s", mirror_key_sql(m),
-									 mirror_table_sql(m), where),
-							true, 0) != SPI_OK_SELECT)
+			char	   *keys_sql = psprintf("SELECT %s FROM %s %s", mirror_key_sql(m),
+											mirror_table_sql(m), where);
+			MirrorSavedUser ou;
+
+			/* the filter again: the table owner's code, run with that role's rights */
+			mirror_become_owner(m, &ou);
+			if (SPI_execute(keys_sql, true, 0) != SPI_OK_SELECT)
 				elog(ERROR, "could not read the mirrored table");
+			mirror_restore_user(&ou);
 			{
 				SPITupleTable *keys = SPI_tuptable;
 				uint64		nkeys = SPI_processed;
@@ -321,6 +334,8 @@ chroma_verify(PG_FUNCTION_ARGS)
 					char	   *id = SPI_getvalue(keys->vals[i], keys->tupdesc, 1);
 					Datum		values[1];
 
+					if (id == NULL)
+						continue;	/* its key is NULL: never sent */
 					values[0] = CStringGetTextDatum(id);
 
 					if (!try_read_expected(m, one, 1, values, table, ctl.hcxt, &nrows, &error))

@@ -220,8 +220,8 @@ SELECT chroma_mirror('alice.t3', collection => 'cs_t047_t3', filter => 'alice.f(
 ok(poll_query($node, q{SELECT count(*) FROM chroma_sync.failed f JOIN chroma_sync.mirror m USING (mirror_id) WHERE m.collection = 'cs_t047_t3'}, '1', 60),
 	'the row that cannot be cast is failed');
 recorded('t3');
-is(q1(q{SET search_path = alice, public, pg_catalog; SELECT rows, missing FROM chroma_verify('alice.t3')}), '3|0',
-	'chroma_verify by a superuser reads it row by row');
+is(q1(q{SET search_path = alice, public, pg_catalog; SELECT rows, missing FROM chroma_verify('alice.t3')}), '3|1',
+	'chroma_verify by a superuser reads it row by row (the unreadable row is missing)');
 is(recorded('t3'), 'alice/ran', 'every read of verify ran her filter as alice');
 nothing_escalated('chroma_verify, row by row');
 
@@ -300,7 +300,7 @@ nothing_escalated('cast');
 for my $f ('alice.stable_f(id)', 'id > 0 AND now() IS NOT NULL',
 	q{current_setting('chroma_sync.api_key') IS NOT NULL}, 'random() < 0.5',
 	'count(*) > 0', 'row_number() OVER () > 0', 'generate_series(1, 2) > 0', '$1', 'id > $1',
-	'id IN (SELECT id FROM alice.t1)', 'EXISTS (SELECT 1 FROM carol.secret)',
+	'id IN (SELECT id FROM alice.t1)', 'EXISTS (SELECT 1 FROM pg_catalog.pg_class)',
 	'false) OR (true', 'true) UNION SELECT 1 FROM carol.secret WHERE (true', 'true; SELECT 1',
 	'id, id', 'id > 0 AS x', 'true ORDER BY 1', 'true FROM carol.secret', 'id')
 {
