@@ -126,8 +126,9 @@ extern void mirror_restore_user(MirrorSavedUser *s);
 
 /*
  * The filter `filter` of table relid, checked (one boolean expression over the row,
- * immutable functions only, no subquery) with the table owner's rights, deparsed with
- * names outside pg_catalog qualified: the form chroma_mirror stores. ERROR otherwise.
+ * immutable functions only, no subquery) with the table owner's rights, names resolved in
+ * the caller's search_path, deparsed with names outside pg_catalog qualified: the form
+ * chroma_mirror stores. ERROR otherwise.
  */
 extern char *mirror_filter_canonical(Oid relid, const char *filter);
 

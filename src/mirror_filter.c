@@ -2,13 +2,15 @@
  * mirror_filter.c — a mirror's row filter: parsed alone as exactly one boolean expression
  * over the table's row, checked (immutable functions only, no subquery, aggregate,
  * window or set-returning function, no parameter) and deparsed with every name that
- * pg_catalog does not hold schema-qualified. The deparsed form is what chroma_mirror
- * stores, and what generated SQL embeds, after the same check when it is used (filters
- * stored by 0.4 were raw text).
+ * pg_catalog does not hold schema-qualified. chroma_mirror resolves the names in the
+ * caller's search_path and stores the deparsed form; generated SQL embeds only the stored
+ * form, checked again (names resolved in the pinned search_path) when a mirror is loaded:
+ * filters stored by 0.4 were raw text.
  */
 #include "postgres.h"
 
 #include "access/relation.h"
+#include "catalog/namespace.h"
 #include "nodes/nodeFuncs.h"
 #include "optimizer/optimizer.h"
 #include "parser/parse_coerce.h"
@@ -18,6 +20,7 @@
 #include "parser/parse_relation.h"
 #include "parser/parser.h"
 #include "utils/builtins.h"
+#include "utils/guc.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
 #include "utils/ruleutils.h"
@@ -72,12 +75,30 @@ parse_one_expression(const char *filter)
 	return target->val;
 }
 
+static bool
+contains_sublink(Node *node, void *context)
+{
+	if (node == NULL)
+		return false;
+	if (IsA(node, SubLink))
+		return true;
+	return raw_expression_tree_walker(node, contains_sublink, context);
+}
+
+static void
+set_search_path(const char *path)
+{
+	(void) set_config_option("search_path", path, PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
+}
+
 /*
- * Runs as the table's owner with the pinned search_path (mirror_become_table_owner):
- * names resolve, and USAGE on schemas is checked, as they will be when the filter runs.
+ * Runs as the table's owner (mirror_become_table_owner): USAGE on schemas is checked for
+ * that role. Names resolve in parse_path (NULL: the pinned search_path, as when the
+ * filter runs); the deparsed text qualifies every name the pinned path would not find.
  */
 static char *
-canonical_as_owner(Oid relid, const char *filter)
+canonical_as_owner(Oid relid, const char *filter, const char *parse_path)
 {
 	Node	   *raw = parse_one_expression(filter);
 	Relation	rel = relation_open(relid, AccessShareLock);
@@ -86,7 +107,11 @@ canonical_as_owner(Oid relid, const char *filter)
 	Node	   *expr;
 	char	   *text;
 
+	if (contains_sublink(raw, NULL))
+		refuse(filter, "A filter must not contain a subquery: a change to another table would not re-send the row.");
 	pstate->p_sourcetext = filter;
+	if (parse_path)
+		set_search_path(parse_path);
 	nsitem = addRangeTableEntryForRelation(pstate, rel, AccessShareLock, NULL, false, true);
 	addNSItemToQuery(pstate, nsitem, true, true, true);
 	/* a WHERE clause's rules: no aggregate, window or set-returning function, no $n */
@@ -98,6 +123,8 @@ canonical_as_owner(Oid relid, const char *filter)
 	if (contain_mutable_functions(expr))
 		refuse(filter, "A filter may call only immutable functions (not volatile or stable ones such as now() or current_setting()): a row's place in the collection must depend on the row alone.");
 
+	if (parse_path)
+		set_search_path(MIRROR_OWNER_SEARCH_PATH);
 	text = deparse_expression(expr, deparse_context_for(RelationGetRelationName(rel), relid),
 							  false, false);
 	/* operators and boolean expressions deparse parenthesized, anything else is wrapped */
@@ -108,8 +135,8 @@ canonical_as_owner(Oid relid, const char *filter)
 	return text;
 }
 
-char *
-mirror_filter_canonical(Oid relid, const char *filter)
+static char *
+canonical(Oid relid, const char *filter, const char *parse_path)
 {
 	MirrorSavedUser su;
 	ErrorContextCallback cb;
@@ -120,10 +147,17 @@ mirror_filter_canonical(Oid relid, const char *filter)
 	cb.previous = error_context_stack;
 	error_context_stack = &cb;
 	mirror_become_table_owner(relid, &su);
-	text = canonical_as_owner(relid, filter);
+	text = canonical_as_owner(relid, filter, parse_path);
 	mirror_restore_user(&su);
 	error_context_stack = cb.previous;
 	return text;
+}
+
+char *
+mirror_filter_canonical(Oid relid, const char *filter)
+{
+	/* the names the caller wrote, as the caller's search_path finds them */
+	return canonical(relid, filter, pstrdup(namespace_search_path));
 }
 
 const char *
@@ -137,7 +171,7 @@ mirror_filter_sql(MirrorConfig *m)
 
 		/* a filter that no longer passes pauses the worker's mirror (worker.c) */
 		m->filter_invalid = true;
-		text = mirror_filter_canonical(m->relid, m->filter);
+		text = canonical(m->relid, m->filter, NULL);
 		m->filter_sql = MemoryContextStrdup(GetMemoryChunkContext(m), text);
 		m->filter_invalid = false;
 	}

@@ -229,15 +229,24 @@ nothing_escalated('chroma_verify, row by row');
 works('alice', q{
 CREATE TABLE alice.t6 (id int PRIMARY KEY, embedding real[]);
 INSERT INTO alice.t6 SELECT g, ARRAY[g, 6, 0]::real[] FROM generate_series(1, 3) g;
-SET search_path = alice, public, pg_catalog;
 SELECT chroma_mirror('alice.t6', collection => 'cs_t047_t6', filter => 'id > 0')},
-	'alice mirrors with filter id > 0, her operator > first in her search_path');
+	'alice mirrors with filter id > 0 (pg_catalog\'s >, as her search_path finds it)');
+is(q1(q{SELECT filter FROM chroma_sync.mirror WHERE collection = 'cs_t047_t6'}), '(id > 0)', 'stored deparsed');
 ok(poll_query($node, q{SELECT count(*) FROM chroma_get('cs_t047_t6')}, '3', 60), 'the worker sends the rows');
 q1(q{SET search_path = alice, public, pg_catalog;
 SELECT chroma_resync('alice.t6');
 SELECT * FROM chroma_verify('alice.t6')});
 is(recorded('operator'), '',
-	'the filter means what it meant when stored: her operator never ran (alice, worker, superuser with her search_path)');
+	'the filter means what it meant when stored: her operator never ran (worker, superuser with her schema first)');
+# her operator, named in her search_path when she mirrors: stored qualified, run as her
+works('alice', q{SET search_path = alice, public, pg_catalog;
+SELECT chroma_mirror('alice.t6', collection => 'cs_t047_x', filter => 'id > 1')}, 'alice names her own operator');
+is(q1(q{SELECT filter FROM chroma_sync.mirror WHERE collection = 'cs_t047_x'}), '(id OPERATOR(alice.>) 1)',
+	'stored with its schema');
+q1(q{SELECT chroma_resync('alice.t6', 'cs_t047_x')});
+is(recorded('operator'), 'alice/ran', 'a superuser\'s resync runs it as alice');
+q1(q{SELECT chroma_unmirror('alice.t6', drop_collection => true, collection => 'cs_t047_x')});
+recorded('operator');
 nothing_escalated('search_path');
 
 # ---------------------------------------------------------------- (b)+(d) a mirror made by a superuser
