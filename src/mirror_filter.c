@@ -26,6 +26,7 @@
 #include "utils/ruleutils.h"
 
 #include "mirror_config.h"
+#include "pg_compat.h"
 
 /* A position in an error is one in the filter, not in the caller's statement. */
 static void
@@ -42,7 +43,7 @@ filter_error_context(void *arg)
 	errcontext("mirror filter: %s", (const char *) arg);
 }
 
-static void
+pg_noreturn static void
 refuse(const char *filter, const char *detail)
 {
 	ereport(ERROR,
@@ -57,12 +58,14 @@ static Node *
 parse_one_expression(const char *filter)
 {
 	List	   *raw = raw_parser(filter, RAW_PARSE_PLPGSQL_EXPR);
-	SelectStmt *sel = NULL;
+	SelectStmt *sel;
 	ResTarget  *target;
 
-	if (list_length(raw) == 1 && IsA(((RawStmt *) linitial(raw))->stmt, SelectStmt))
-		sel = (SelectStmt *) ((RawStmt *) linitial(raw))->stmt;
-	if (sel == NULL || sel->op != SETOP_NONE || list_length(sel->targetList) != 1 ||
+	/* this mode yields one SELECT (anything else is a syntax error) */
+	if (list_length(raw) != 1 || !IsA(((RawStmt *) linitial(raw))->stmt, SelectStmt))
+		elog(ERROR, "an expression did not parse as one SELECT");
+	sel = (SelectStmt *) ((RawStmt *) linitial(raw))->stmt;
+	if (sel->op != SETOP_NONE || list_length(sel->targetList) != 1 ||
 		sel->distinctClause != NIL || sel->fromClause != NIL || sel->whereClause != NULL ||
 		sel->groupClause != NIL || sel->havingClause != NULL || sel->windowClause != NIL ||
 		sel->sortClause != NIL || sel->limitCount != NULL || sel->limitOffset != NULL ||
