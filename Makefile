@@ -18,6 +18,7 @@ OBJS = \
 	src/collections.o \
 	src/shared.o \
 	src/mirror_config.o \
+	src/mirror_filter.o \
 	src/mirror_check.o \
 	src/trigger.o \
 	src/mirror.o \

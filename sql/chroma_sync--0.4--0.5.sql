@@ -147,3 +147,23 @@ BEGIN
 END
 $$;
 DROP TABLE pg_temp.chroma_sync_records_grants;
+
+-- ===== Filters run as the table's owner, stored deparsed (issue 15) =====
+-- 0.5 stores a new mirror's filter deparsed (one expression, names outside pg_catalog
+-- qualified) and runs it as the table's current owner with search_path pg_catalog,
+-- pg_temp. A filter stored by 0.4 is raw text: the library checks it again each time it
+-- is used (one boolean expression, immutable functions only), and a mirror whose filter
+-- fails pauses with the reason in chroma_sync.status. Named here, with a warning (notices
+-- are not shown while an extension script runs), so that nobody is surprised.
+DO $$
+DECLARE
+	m record;
+BEGIN
+	FOR m IN SELECT x.source, x.collection, x.filter FROM chroma_sync.mirror x
+		WHERE x.filter IS NOT NULL ORDER BY x.mirror_id LOOP
+		RAISE WARNING 'the filter of the mirror of % into "%" is checked again when it is used: %',
+			m.source, m.collection, m.filter
+			USING HINT = 'If the mirror pauses, re-create it with chroma_unmirror and chroma_mirror, naming functions outside pg_catalog with their schema.';
+	END LOOP;
+END
+$$;

@@ -8,6 +8,8 @@ INSERT INTO regress_mo_docs SELECT g, ARRAY[g, 1, 2]::real[], 'doc ' || g,
 FROM generate_series(1, 60) g;
 SELECT chroma_mirror('regress_mo_docs', collection => 'regress_m_filter',
 	document_column => 'body', filter => 'published AND lang = ''en''') IS NOT NULL AS mirrored;
+-- stored deparsed: one parenthesized expression, its meaning fixed
+SELECT filter FROM chroma_sync.mirror WHERE collection = 'regress_m_filter';
 SELECT chroma_flush('regress_mo_docs', '60 s');
 SELECT * FROM cs_mirror_state('regress_mo_docs');
 SELECT * FROM cs_compare('regress_m_filter',
@@ -40,6 +42,11 @@ SELECT chroma_mirror('regress_mo_docs', collection => 'regress_m_filter2',
 	filter => 'true) UNION SELECT 1 FROM regress_mo_docs WHERE (true');
 SELECT chroma_mirror('regress_mo_docs', collection => 'regress_m_filter2', filter => 'published AND (');
 SELECT chroma_mirror('regress_mo_docs', collection => 'regress_m_filter2', filter => 'random() < 0.5');
+SELECT chroma_mirror('regress_mo_docs', collection => 'regress_m_filter2', filter => 'false) OR (true');
+SELECT chroma_mirror('regress_mo_docs', collection => 'regress_m_filter2', filter => 'now() IS NOT NULL');
+SELECT chroma_mirror('regress_mo_docs', collection => 'regress_m_filter2', filter => 'published, published');
+SELECT chroma_mirror('regress_mo_docs', collection => 'regress_m_filter2', filter => 'published AS p');
+SELECT chroma_mirror('regress_mo_docs', collection => 'regress_m_filter2', filter => '$1');
 SELECT chroma_mirror('regress_mo_docs', collection => 'regress_m_filter2',
 	filter => 'id IN (SELECT id FROM regress_mo_docs WHERE published)');
 \set VERBOSITY default

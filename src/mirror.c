@@ -305,62 +305,6 @@ check_key_type(Oid relid, AttrNumber att)
 	}
 }
 
-/*
- * A row filter is one boolean expression over the table's row, checked now with the
- * caller's rights: it must parse as exactly that (no second statement, no clause
- * smuggled in) and run in a WHERE clause (no aggregates, window or set functions).
- */
-/*
- * Whether a row is in the collection must depend on that row alone: a volatile function
- * or a subquery would make the collection disagree with the table without any change to
- * re-queue the row.
- */
-static void
-check_filter_is_row_local(const char *sql, RawStmt *raw, const char *filter)
-{
-	Query	   *q = linitial_node(Query, pg_analyze_and_rewrite_fixedparams(raw, sql, NULL, 0, NULL));
-	Node	   *quals = q->jointree ? q->jointree->quals : NULL;
-
-	if (q->hasSubLinks)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("invalid mirror filter: %s", filter),
-				 errdetail("A filter must not contain a subquery: a change to another table would not re-send the row.")));
-	if (contain_volatile_functions(quals))
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("invalid mirror filter: %s", filter),
-				 errdetail("A filter must not call volatile functions: a row's place in the collection must depend on the row alone.")));
-}
-
-static void
-check_filter(const char *qname, const char *filter)
-{
-	char	   *sql = psprintf("SELECT 1 FROM %s WHERE (%s)", qname, filter);
-	List	   *raw = raw_parser(sql, RAW_PARSE_DEFAULT);
-	SelectStmt *sel = NULL;
-
-	if (list_length(raw) == 1 && IsA(((RawStmt *) linitial(raw))->stmt, SelectStmt))
-		sel = (SelectStmt *) ((RawStmt *) linitial(raw))->stmt;
-	if (sel == NULL || sel->op != SETOP_NONE || list_length(sel->targetList) != 1 ||
-		list_length(sel->fromClause) != 1 || sel->whereClause == NULL ||
-		sel->groupClause != NIL || sel->havingClause != NULL || sel->sortClause != NIL ||
-		sel->limitCount != NULL || sel->limitOffset != NULL || sel->withClause != NULL ||
-		sel->lockingClause != NIL || sel->windowClause != NIL || sel->distinctClause != NIL ||
-		sel->intoClause != NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("invalid mirror filter: %s", filter),
-				 errdetail("A filter is one boolean expression over the table's columns."),
-				 errhint("For example: filter => 'published AND lang = ''en'''.")));
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
-	if (SPI_execute(psprintf("%s LIMIT 0", sql), true, 0) != SPI_OK_SELECT)
-		elog(ERROR, "could not check the mirror filter");
-	SPI_finish();
-	check_filter_is_row_local(sql, linitial(raw), filter);
-}
-
 /* The table's name as the collection's: explain what to do when Chroma would refuse it. */
 static void
 check_default_collection_name(const char *relname)
@@ -495,8 +439,9 @@ chroma_mirror(PG_FUNCTION_ARGS)
 	}
 	qname = qualified_name(relid);
 	relation_close(rel, NoLock);
+	/* checked as the table's owner, stored deparsed: only that form is ever run */
 	if (filter)
-		check_filter(qname, filter);
+		filter = mirror_filter_canonical(relid, filter);
 
 	chroma_become_extension_owner(&su);
 	SPI_connect();
@@ -993,8 +938,17 @@ chroma_resync(PG_FUNCTION_ARGS)
 	relid = m->relid;
 
 	SPI_connect();
-	spi_exec(psprintf("SELECT pg_catalog.count(*) FROM ONLY %s WHERE %s",
-					  qualified_name(relid), mirror_present_sql(m)), 0, NULL, NULL, SPI_OK_SELECT);
+	/* the filter is the table owner's code: it runs with that role's rights, not the caller's */
+	LockRelationOid(relid, AccessShareLock);
+	{
+		char	   *sql = psprintf("SELECT pg_catalog.count(*) FROM %s WHERE %s",
+								   mirror_table_sql(m), mirror_present_sql(m));
+		MirrorSavedUser ou;
+
+		mirror_become_owner(m, &ou);
+		spi_exec(sql, 0, NULL, NULL, SPI_OK_SELECT);
+		mirror_restore_user(&ou);
+	}
 	rows = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 	chroma_become_extension_owner(&su);
 	{

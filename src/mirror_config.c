@@ -6,6 +6,7 @@
 #include "postgres.h"
 
 #include "access/xlog.h"
+#include "catalog/pg_class.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "lib/stringinfo.h"
@@ -14,6 +15,7 @@
 #include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/lsyscache.h"
+#include "utils/syscache.h"
 #include "utils/uuid.h"
 
 #include "metadata.h"
@@ -174,8 +176,10 @@ mirror_present_sql(MirrorConfig *m)
 {
 	char	   *emb = column_sql(m->relid, m->embedding_attnum);
 
-	if (m->filter)
-		return psprintf("(%s IS NOT NULL AND (%s) IS TRUE)", emb, m->filter);
+	const char *filter = mirror_filter_sql(m);
+
+	if (filter)
+		return psprintf("(%s IS NOT NULL AND (%s) IS TRUE)", emb, filter);
 	return psprintf("%s IS NOT NULL", emb);
 }
 
@@ -398,11 +402,12 @@ mirror_select_sql(MirrorConfig *m, const char *tail)
 {
 	StringInfoData s;
 	char	   *table = mirror_table_sql(m);
+	const char *filter = mirror_filter_sql(m);
 
 	initStringInfo(&s);
-	if (m->filter)
+	if (filter)
 		appendStringInfo(&s, "SELECT %s, CASE WHEN (%s) THEN (%s)::pg_catalog.float4[] END, ",
-						 mirror_key_sql(m), m->filter, column_sql(m->relid, m->embedding_attnum));
+						 mirror_key_sql(m), filter, column_sql(m->relid, m->embedding_attnum));
 	else
 		appendStringInfo(&s, "SELECT %s, (%s)::pg_catalog.float4[], ",
 						 mirror_key_sql(m), column_sql(m->relid, m->embedding_attnum));
@@ -489,18 +494,39 @@ mirror_fix_render_settings(void)
 								 GUC_ACTION_SAVE, true, 0, false);
 }
 
-char	   *mirror_owner_search_path = NULL;
+/* The table's owner now; the table was dropped when there is none. */
+static Oid
+table_owner(Oid relid)
+{
+	HeapTuple	tup = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
+	Oid			owner;
+
+	if (!HeapTupleIsValid(tup))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("mirrored table with OID %u no longer exists", relid)));
+	owner = ((Form_pg_class) GETSTRUCT(tup))->relowner;
+	ReleaseSysCache(tup);
+	return owner;
+}
+
+void
+mirror_become_table_owner(Oid relid, MirrorSavedUser *s)
+{
+	Oid			owner = table_owner(relid);
+
+	GetUserIdAndSecContext(&s->userid, &s->sec);
+	s->guc_level = NewGUCNestLevel();
+	(void) set_config_option("search_path", MIRROR_OWNER_SEARCH_PATH, PGC_USERSET,
+							 PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+	SetUserIdAndSecContext(owner,
+						   s->sec | SECURITY_LOCAL_USERID_CHANGE | SECURITY_RESTRICTED_OPERATION);
+}
 
 void
 mirror_become_owner(MirrorConfig *m, MirrorSavedUser *s)
 {
-	GetUserIdAndSecContext(&s->userid, &s->sec);
-	s->guc_level = NewGUCNestLevel();
-	if (mirror_owner_search_path)
-		(void) set_config_option("search_path", mirror_owner_search_path, PGC_USERSET,
-								 PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
-	SetUserIdAndSecContext(m->owner,
-						   s->sec | SECURITY_LOCAL_USERID_CHANGE | SECURITY_RESTRICTED_OPERATION);
+	mirror_become_table_owner(m->relid, s);
 }
 
 /* Errors restore the user and settings at (sub)transaction abort. */

@@ -34,7 +34,9 @@ typedef struct MirrorConfig
 	bool		reconcile;
 	char	   *system_identifier;
 	Oid			database_oid;
-	char	   *filter;			/* SQL boolean expression, or NULL */
+	char	   *filter;			/* as stored: deparsed by chroma_mirror (raw text before 0.5) */
+	char	   *filter_sql;		/* the stored filter checked and deparsed again (mirror_filter_sql) */
+	bool		filter_invalid; /* the stored filter failed that check */
 } MirrorConfig;
 
 /* Loads mirrors (in a transaction, SPI connected by the caller or not). */
@@ -102,10 +104,15 @@ extern char *mirror_id_encode(int n, char **parts);
 extern void mirror_fix_render_settings(void);
 
 /*
- * The mirror owner's code (its filter, casts of its columns) runs with the owner's rights
- * as a security-restricted operation, and every setting it changes is undone after it:
- * it must not act in the worker's or a superuser's session beyond the SELECT.
+ * User SQL of a mirror (its filter, casts of its columns, what they call) runs only as
+ * the table's current owner (pg_class.relowner, read when it runs, as VACUUM does), as a
+ * security-restricted operation with search_path pinned to MIRROR_OWNER_SEARCH_PATH;
+ * every setting it changes is undone after it. Never as the caller, never as the role
+ * that created the mirror. The caller holds a lock on the table (ALTER TABLE ... OWNER
+ * TO waits for it).
  */
+#define MIRROR_OWNER_SEARCH_PATH "pg_catalog, pg_temp"
+
 typedef struct MirrorSavedUser
 {
 	Oid			userid;
@@ -113,11 +120,23 @@ typedef struct MirrorSavedUser
 	int			guc_level;
 } MirrorSavedUser;
 
+extern void mirror_become_table_owner(Oid relid, MirrorSavedUser *s);
 extern void mirror_become_owner(MirrorConfig *m, MirrorSavedUser *s);
 extern void mirror_restore_user(MirrorSavedUser *s);
 
-/* The worker's configured search_path, for the owner's SELECTs (NULL: keep the session's). */
-extern char *mirror_owner_search_path;
+/*
+ * The filter `filter` of table relid, checked (one boolean expression over the row,
+ * immutable functions only, no subquery) with the table owner's rights, names resolved in
+ * the caller's search_path, deparsed with names outside pg_catalog qualified: the form
+ * chroma_mirror stores. ERROR otherwise.
+ */
+extern char *mirror_filter_canonical(Oid relid, const char *filter);
+
+/*
+ * The mirror's stored filter for generated SQL (NULL: none), checked again as
+ * mirror_filter_canonical does; an ERROR (and m->filter_invalid) when it fails.
+ */
+extern const char *mirror_filter_sql(MirrorConfig *m);
 
 /* This cluster's system identifier as text. */
 extern char *mirror_system_identifier(void);

@@ -1024,6 +1024,31 @@ ensure_collection(MirrorConfig *m, MirrorState *st, TimestampTz *wake_at)
 	return false;				/* reload the configuration */
 }
 
+/*
+ * Checks the stored filter once per loaded configuration, before any read: one that
+ * fails (stored by 0.4, or a function gone) raises with m->filter_invalid, and the
+ * worker pauses the mirror (a failure inside a row's read would only fail that row).
+ * False when the table is locked: checked on a later step.
+ */
+static bool
+check_filter(MirrorConfig *m, MirrorState *st, TimestampTz *wake_at)
+{
+	if (m->filter == NULL || m->filter_sql != NULL)
+		return true;
+	sync_begin_txn();
+	if (!ConditionalLockRelationOid(m->relid, AccessShareLock))
+	{
+		sync_end_txn();
+		st->next_attempt = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), 1000);
+		if (*wake_at == 0 || st->next_attempt < *wake_at)
+			*wake_at = st->next_attempt;
+		return false;
+	}
+	(void) mirror_filter_sql(m);
+	sync_end_txn();
+	return true;
+}
+
 bool
 sync_mirror_step(MirrorConfig *m, MirrorState *st, TimestampTz *wake_at)
 {
@@ -1037,6 +1062,8 @@ sync_mirror_step(MirrorConfig *m, MirrorState *st, TimestampTz *wake_at)
 			*wake_at = st->next_attempt;
 		return false;
 	}
+	if (!check_filter(m, st, wake_at))
+		return false;
 	if (!ensure_collection(m, st, wake_at))
 		return true;
 	sync_unknown_persist(st);	/* what an earlier step could not write */

@@ -79,6 +79,17 @@ render_metadata(MirrorConfig *m, Jsonb *jb, Batch *b, size_t *len)
 	return pgbuf_cstring(&out);
 }
 
+/* A backfill row's key (its query selects rows whose key is not NULL). */
+static char *
+row_key(HeapTuple tup, TupleDesc td)
+{
+	char	   *key = SPI_getvalue(tup, td, 1);
+
+	if (key == NULL)
+		elog(ERROR, "a row read by the mirror has a NULL key");
+	return key;
+}
+
 /* Fills r from one row of mirror_select_sql's result; problems go to r->error. */
 static void
 fill_record(MirrorConfig *m, Batch *b, SyncRecord *r, HeapTuple tup, TupleDesc td,
@@ -267,7 +278,7 @@ read_rows_once(void *arg)
 	{
 		HeapTuple	tup = SPI_tuptable->vals[r];
 		char	   *key = SPI_getvalue(tup, SPI_tuptable->tupdesc, 1);
-		char	  **hit = bsearch(&key, a->keys, a->nkeys, sizeof(char *), sync_compare_keys);
+		char	  **hit = key ? bsearch(&key, a->keys, a->nkeys, sizeof(char *), sync_compare_keys) : NULL;
 
 		if (hit == NULL)
 			continue;			/* the text form did not round-trip: treated as deleted */
@@ -331,7 +342,7 @@ read_page_once(void *arg)
 			b->budget_cut = true;	/* the next page starts after the last row read */
 			break;
 		}
-		rec->key = MemoryContextStrdup(a->batch_ctx, SPI_getvalue(tup, SPI_tuptable->tupdesc, 1));
+		rec->key = MemoryContextStrdup(a->batch_ctx, row_key(tup, SPI_tuptable->tupdesc));
 		rec->upsert = true;
 		fill_record(a->m, b, rec, tup, SPI_tuptable->tupdesc, a->batch_ctx);
 		b->bytes += record_bytes(b, rec);
@@ -373,7 +384,7 @@ sync_read_page(MirrorConfig *m, Batch *b, const char *after, int limit, MemoryCo
 	b->recs = MemoryContextAllocZero(batch_ctx, sizeof(SyncRecord) * Max(n, 1));
 	for (uint64 r = 0; r < n; r++)
 		b->recs[r].key = MemoryContextStrdup(batch_ctx,
-											 SPI_getvalue(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, 1));
+											 row_key(SPI_tuptable->vals[r], SPI_tuptable->tupdesc));
 	b->n = (int) n;
 	if (n > 0)
 		b->last_key = b->recs[n - 1].key;

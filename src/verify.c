@@ -19,6 +19,7 @@
 #include "funcapi.h"
 #include "mb/pg_wchar.h"
 #include "miscadmin.h"
+#include "storage/lmgr.h"
 #include "utils/acl.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
@@ -587,9 +588,11 @@ chroma_verify(PG_FUNCTION_ARGS)
 	verify_cxt = AllocSetContextCreate(CurrentMemoryContext, "chroma_verify", ALLOCSET_DEFAULT_SIZES);
 	page_cxt = AllocSetContextCreate(verify_cxt, "chroma_verify page", ALLOCSET_DEFAULT_SIZES);
 	resp_cxt = AllocSetContextCreate(verify_cxt, "chroma_verify response", ALLOCSET_DEFAULT_SIZES);
+	/* locked for the whole walk: the owner whose rights read it stays the owner */
+	LockRelationOid(m->relid, AccessShareLock);
 	SPI_connect();
 
-	/* the table in key order, a page at a time, read with the mirror owner's rights */
+	/* the table in key order, a page at a time, read with the table owner's rights */
 	for (;;)
 	{
 		TablePage	page;

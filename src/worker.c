@@ -628,6 +628,13 @@ run_step(MirrorConfig *m, MirrorState *st, TimestampTz *wake_at, MemoryContext s
 		message = edata->detail ? psprintf("%s: %s", edata->message, edata->detail) : edata->message;
 		/* a key refused (401/403) on any request: no retry helps, like a refused batch */
 		pause = edata->sqlerrcode == ERRCODE_INVALID_AUTHORIZATION_SPECIFICATION;
+		/* a stored filter that no longer passes its check: no retry helps either */
+		if (m->filter_invalid)
+		{
+			pause = true;
+			message = psprintf("the stored filter \"%s\" is refused (re-create the mirror): %s",
+							   m->filter, message);
+		}
 		ereport(LOG,
 				(errmsg("chroma_sync: mirror of \"%s\" %s: %s",
 						m->collection, pause ? "paused" : "failed", message)));
@@ -687,8 +694,7 @@ chroma_worker_main(Datum arg)
 	BackgroundWorkerInitializeConnectionByOid(dboid, InvalidOid, 0);
 	pgstat_report_appname("chroma_sync worker");
 	mirror_fix_render_settings();
-	/* the owners' SELECTs keep the database's search_path; the worker's own statements pin it */
-	mirror_owner_search_path = MemoryContextStrdup(TopMemoryContext, namespace_search_path);
+	/* the worker's own statements pin search_path (the owners' SELECTs too: mirror_config.h) */
 	(void) set_config_option("search_path", "pg_catalog, pg_temp", PGC_SUSET, PGC_S_SESSION,
 							 GUC_ACTION_SET, true, 0, false);
 

@@ -3,7 +3,8 @@
 # of the one it replaces (also to a role whose name needs quoting) and mirrors composite
 # keys; 0.4's queue has two indexes on (mirror_id, ...), keys indexed in byte order; 0.5's
 # chroma_upsert, chroma_upsert_query and chroma_get keep the grants of the ones they replace
-# (also to that role).
+# (also to that role); filters 0.4 stored as text are named by the update and checked again
+# when used.
 use strict;
 use warnings;
 
@@ -84,12 +85,30 @@ is($node->safe_psql('postgres', $queue_shape),
 	'chroma_sync.queue_mirror_barrier,chroma_sync.queue_mirror_key,chroma_sync.queue_mirror_qid|C',
 	'the queue of 0.4: no index on qid alone, keys indexed in byte order');
 
+# filters as 0.4 stored them (the text as written, evaluated with the worker's
+# search_path): one over pg_catalog only, one naming a function of public unqualified
+$node->safe_psql('postgres', q{
+CREATE FUNCTION public.up_keep(int) RETURNS boolean LANGUAGE sql IMMUTABLE AS 'SELECT $1 > 0';
+CREATE TABLE up_f1 (id int PRIMARY KEY, embedding real[], flag boolean);
+CREATE TABLE up_f2 (id int PRIMARY KEY, embedding real[]);
+INSERT INTO up_f1 SELECT g, ARRAY[g, 1]::real[], g % 2 = 0 FROM generate_series(1, 6) g;
+INSERT INTO up_f2 SELECT g, ARRAY[g, 2]::real[] FROM generate_series(1, 6) g});
+fresh_collection($node, $_) for qw(up_f1_t030 up_f2_t030);
+$node->safe_psql('postgres', q{
+SELECT chroma_mirror('up_f1', 'up_f1_t030', filter => 'flag');
+SELECT chroma_mirror('up_f2', 'up_f2_t030', filter => 'up_keep(id)');
+UPDATE chroma_sync.mirror SET filter = 'flag' WHERE collection = 'up_f1_t030';
+UPDATE chroma_sync.mirror SET filter = 'up_keep(id)' WHERE collection = 'up_f2_t030'});
+
 # 0.5 re-creates chroma_upsert, chroma_upsert_query and chroma_get with a new last argument
 $node->safe_psql('postgres', q{
 GRANT EXECUTE ON FUNCTION chroma_upsert_query(text, text) TO up_mirrorer WITH GRANT OPTION;
 GRANT EXECUTE ON FUNCTION chroma_get(text, text[], jsonb, int, int) TO up_mirrorer;
 GRANT EXECUTE ON FUNCTION chroma_upsert(text, text[], real[], text[], jsonb[]) TO "Mixed Case""Role"});
-$node->safe_psql('postgres', 'ALTER EXTENSION chroma_sync UPDATE');
+my ($ret, $out, $err) = $node->psql('postgres', 'ALTER EXTENSION chroma_sync UPDATE');
+is($ret, 0, 'ALTER EXTENSION chroma_sync UPDATE') or diag($err);
+like($err, qr/WARNING:  the filter of the mirror of up_f2 into "up_f2_t030" is checked again when it is used: up_keep\(id\)/,
+	'the update names the mirrors whose filter 0.4 stored as text');
 is($node->safe_psql('postgres', "SELECT extversion FROM pg_extension WHERE extname = 'chroma_sync'"),
 	'0.5', 'updated to 0.5');
 is($node->safe_psql('postgres', q{
@@ -107,7 +126,7 @@ is($node->safe_psql('postgres', q{
 SELECT has_function_privilege('Mixed Case"Role',
 	'chroma_upsert(text, text[], real[], text[], jsonb[], boolean)', 'EXECUTE')}),
 	't', '0.5: the grant of chroma_upsert to Mixed Case"Role is kept');
-is($node->safe_psql('postgres', "SELECT pending FROM chroma_sync.status"),
+is($node->safe_psql('postgres', "SELECT pending FROM chroma_sync.status WHERE source = 'up_docs'::regclass"),
 	'363', 'nothing pending was lost by the update to 0.5');
 is($node->safe_psql('postgres', q{
 SELECT pg_get_function_identity_arguments(p.oid),
@@ -144,6 +163,23 @@ FULL JOIN up_pairs t ON c.id = replace(t.a, ',', '%2C') || ',' || t.b
 WHERE c.id IS NULL OR t.a IS NULL
 	OR pg_catalog.array_send(c.embedding) IS DISTINCT FROM pg_catalog.array_send(t.embedding)}),
 	'0', 'composite mirror: ids and embedding bytes match both ways');
+
+# the filters of 0.4, checked again when used: one over pg_catalog keeps syncing, the
+# other (a function found only through the old search_path) pauses its mirror
+$node->safe_psql('postgres', q{SELECT chroma_pause('up_f1'); SELECT chroma_resume('up_f1');
+SELECT chroma_pause('up_f2'); SELECT chroma_resume('up_f2');
+INSERT INTO up_f1 VALUES (8, '{8, 1}', true), (9, '{9, 1}', false);
+INSERT INTO up_f2 VALUES (8, '{8, 2}')});
+is($node->safe_psql('postgres', "SELECT chroma_flush('up_f1', interval '60 seconds')", timeout => 90),
+	't', 'a 0.4 filter over pg_catalog: flushed after the update');
+is($node->safe_psql('postgres', q{SELECT string_agg(id, ',' ORDER BY id::int) FROM chroma_get('up_f1_t030')}),
+	'2,4,6,8', 'and it still selects the rows');
+ok(poll_query($node, q{SELECT state FROM chroma_sync.status WHERE source = 'up_f2'::regclass}, 'paused', 60),
+	'a 0.4 filter naming public.up_keep without its schema pauses its mirror');
+like($node->safe_psql('postgres', q{SELECT last_error FROM chroma_sync.status WHERE source = 'up_f2'::regclass}),
+	qr/stored filter "up_keep\(id\)" is refused \(re-create the mirror\).*up_keep/, 'and says why');
+$node->safe_psql('postgres', q{SELECT chroma_unmirror('up_f1', drop_collection => true);
+SELECT chroma_unmirror('up_f2', drop_collection => true)});
 
 assert_no_crash($node, $offset);
 $node->safe_psql('postgres', "SELECT chroma_unmirror('up_pairs', drop_collection => true)");

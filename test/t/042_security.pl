@@ -353,10 +353,10 @@ ok(poll_query($node, q{SELECT string_agg(id || ':' || document, ',' ORDER BY id)
 	'and her changes were queued and sent');
 
 # 2. The mirror owner's filter changes the worker's search_path (set_config, not local;
-#    declared STABLE, as volatile filters are refused).
+#    declared IMMUTABLE, as other filters are refused, but a declaration can lie).
 works('alice', q{
 CREATE TABLE alice.filtered (id int PRIMARY KEY, embedding real[]);
-CREATE FUNCTION alice.hijack(int) RETURNS bool LANGUAGE plpgsql STABLE AS $f$
+CREATE FUNCTION alice.hijack(int) RETURNS bool LANGUAGE plpgsql IMMUTABLE AS $f$
 BEGIN
 	PERFORM pg_catalog.set_config('search_path', 'alice, pg_catalog', false);
 	RETURN true;
