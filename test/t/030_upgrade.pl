@@ -2,7 +2,8 @@
 # syncing and loses nothing that was pending; 0.3's chroma_mirror keeps the EXECUTE grants
 # of the one it replaces (also to a role whose name needs quoting) and mirrors composite
 # keys; 0.4's queue has two indexes on (mirror_id, ...), keys indexed in byte order; 0.5's
-# chroma_upsert, chroma_upsert_query and chroma_get keep the grants of the ones they replace.
+# chroma_upsert, chroma_upsert_query and chroma_get keep the grants of the ones they replace,
+# and 0.5 records the columns of existing mirrors by name, attnum and type.
 use strict;
 use warnings;
 
@@ -102,6 +103,12 @@ FROM pg_proc p WHERE p.proname IN ('chroma_get', 'chroma_upsert', 'chroma_upsert
 	'0.5: one chroma_get, chroma_upsert and chroma_upsert_query each, with the new last argument; grants kept, none to PUBLIC');
 is($node->safe_psql('postgres', "SELECT pending FROM chroma_sync.status"),
 	'363', 'nothing pending was lost by the update to 0.5');
+# 0.5 records the mirrored columns by name, attnum and type, filled from the catalog
+my ($ret, $cols, $err) = $node->psql('postgres', q{
+SELECT column_names::text || ' ' || column_attnums::text || ' ' || column_type_names::text
+FROM chroma_sync.mirror WHERE source = 'up_docs'::regclass});
+is($cols, '{id,embedding,doc,meta} {1,2,3,4} {integer,real[],pg_catalog.text,pg_catalog.jsonb}',
+	"0.5: the mirror made at 0.1 has its columns recorded by name, attnum and type") or diag($err);
 is($node->safe_psql('postgres', q{
 SELECT pg_get_function_identity_arguments(p.oid),
 	has_function_privilege('up_mirrorer', p.oid, 'EXECUTE WITH GRANT OPTION'),
