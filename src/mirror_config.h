@@ -11,6 +11,33 @@
 #include "fmgr.h"
 #include "nodes/pg_list.h"
 
+/* What a mirrored column is for (the order of the recorded columns). */
+typedef enum MirrorColumnRole
+{
+	MIRROR_COLUMN_KEY,
+	MIRROR_COLUMN_EMBEDDING,
+	MIRROR_COLUMN_DOCUMENT,
+	MIRROR_COLUMN_METADATA,
+	MIRROR_COLUMN_FILTER		/* named by the filter */
+} MirrorColumnRole;
+
+/* How a mismatch of the recorded columns can be resolved (mirror_columns_status). */
+typedef enum MirrorColumnFix
+{
+	MIRROR_FIX_RESYNC,			/* chroma_resync records the change */
+	MIRROR_FIX_UNDO,			/* undo the change (or mirror again) */
+	MIRROR_FIX_REMIRROR			/* unmirror and mirror again */
+} MirrorColumnFix;
+
+/* A mirrored column as recorded (mirror_columns.c). */
+typedef struct MirrorColumn
+{
+	MirrorColumnRole role;
+	char	   *name;			/* NULL: no document column */
+	AttrNumber	attnum;			/* as recorded; resolved by mirror_columns_resolve */
+	char	   *type;			/* qualified, with its typmod: "character(4)" */
+} MirrorColumn;
+
 typedef struct MirrorConfig
 {
 	int			mirror_id;
@@ -35,6 +62,15 @@ typedef struct MirrorConfig
 	char	   *system_identifier;
 	Oid			database_oid;
 	char	   *filter;			/* SQL boolean expression, or NULL */
+	bool		home;			/* in the database and cluster it was created in */
+	int			ncolumns;
+	MirrorColumn *columns;		/* NULL: not recorded (a row of chroma_sync before 0.5) */
+	char	  **meta_names;		/* metadata columns' recorded names (keys), or NULL */
+	char	   *column_problem; /* why the columns no longer match, or NULL */
+	char	   *column_problem_name;	/* the column it is about */
+	int			column_problem_code;	/* its SQLSTATE */
+	MirrorColumnFix column_problem_fix;
+	bool		columns_renamed;	/* only renames that change nothing sent */
 } MirrorConfig;
 
 /* Loads mirrors (in a transaction, SPI connected by the caller or not). */

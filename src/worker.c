@@ -38,6 +38,7 @@
 #include "chroma_sync.h"
 #include "http.h"
 #include "mirror_check.h"
+#include "mirror_columns.h"
 #include "mirror_config.h"
 #include "shared.h"
 #include "sync.h"
@@ -568,9 +569,16 @@ load_mirrors(bool *have_extension)
 					 (m->database_oid != MyDatabaseId || strcmp(m->system_identifier, sysid) != 0))
 				sql = psprintf("UPDATE chroma_sync.mirror SET paused = true, paused_reason = "
 							   "'this mirror was created in another database or cluster (a restored copy?); "
-							   "mirror the table into another collection, or take this one over with chroma_adopt()' "
+							   "mirror the table into another collection, or take this one over with chroma_adopt()'%s "
 							   "WHERE mirror_id = %d",
+							   m->column_problem
+							   ? psprintf(" OPERATOR(pg_catalog.||) %s",
+										  quote_literal_cstr(psprintf(" once the table's columns match the mirror's: %s",
+																	  m->column_problem)))
+							   : "",
 							   m->mirror_id);
+			else if (mirror_columns_apply(m))
+				continue;		/* paused: the columns changed */
 			else if (!m->paused && (problem = mirror_shape_problem(m)) != NULL)
 			{
 				const char *q = quote_literal_cstr(problem);
