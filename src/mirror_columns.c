@@ -291,6 +291,8 @@ store(int mirror_id, int n, MirrorColumn *cols, int nkeys, int nmeta)
 	int			k = 0;
 	int			mm = 0;
 
+	if (!mirror_columns_by_name_exist())
+		return;					/* a catalog before 0.5: columns are kept by attnum only */
 	memset(argnulls, ' ', sizeof(argnulls));
 	for (int i = 0; i < n; i++)
 	{

@@ -153,9 +153,8 @@ config_from_tuple(HeapTuple tup, TupleDesc td, const char *sysid)
 	return m;
 }
 
-/* Whether chroma_sync.mirror has the columns of 0.5 (the library may be newer than the catalog). */
-static bool
-columns_recorded_by_name(void)
+bool
+mirror_columns_by_name_exist(void)
 {
 	Oid			nsp = get_namespace_oid("chroma_sync", true);
 	Oid			rel = OidIsValid(nsp) ? get_relname_relid("mirror", nsp) : InvalidOid;
@@ -170,7 +169,7 @@ load_where(const char *where, int nargs, Oid *types, Datum *values)
 	MemoryContext caller = CurrentMemoryContext;
 	char	   *sysid = mirror_system_identifier();
 	char	   *sql = psprintf("SELECT " MIRROR_COLUMNS "%s FROM chroma_sync.mirror %s ORDER BY mirror_id",
-						   columns_recorded_by_name() ? MIRROR_COLUMNS_BY_NAME : MIRROR_COLUMNS_NONE,
+						   mirror_columns_by_name_exist() ? MIRROR_COLUMNS_BY_NAME : MIRROR_COLUMNS_NONE,
 						   where);
 
 	SPI_connect();

@@ -73,6 +73,12 @@ typedef struct MirrorConfig
 	bool		columns_renamed;	/* only renames that change nothing sent */
 } MirrorConfig;
 
+/*
+ * Whether chroma_sync.mirror has the columns of 0.5 (column_names...): until ALTER
+ * EXTENSION UPDATE runs, the library can be newer than the catalog.
+ */
+extern bool mirror_columns_by_name_exist(void);
+
 /* Loads mirrors (in a transaction, SPI connected by the caller or not). */
 extern List *mirror_load_all(void);
 extern MirrorConfig *mirror_load(int mirror_id);
