@@ -1007,19 +1007,14 @@ record_columns_as_they_are(MirrorConfig *m)
 	ChromaSavedUser su;
 	Bitmapset  *filter_atts;
 
-	if (!m->home)
+	/* a dropped column or a filter's column cannot be recorded again */
+	if (!m->home || (m->column_problem != NULL && m->column_problem_fix != MIRROR_FIX_RESYNC))
 	{
 		mirror_columns_require(m, "resync");
 		return;
 	}
 	for (int i = 0; i < m->nkeys; i++)
-	{
-		if (get_attname(m->relid, m->key_attnums[i], true) == NULL)
-			mirror_columns_require(m, "resync");
 		check_key_type(m->relid, m->key_attnums[i]);
-	}
-	if (get_attname(m->relid, m->embedding_attnum, true) == NULL)
-		mirror_columns_require(m, "resync");
 	check_embedding_type(m->relid, m->embedding_attnum);
 	/* the filter as the caller reads it (a column it names that was renamed: an error here) */
 	filter_atts = m->filter ? mirror_filter_attnums(m->relid, m->filter) : NULL;

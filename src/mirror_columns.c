@@ -239,8 +239,10 @@ mirror_columns_require(MirrorConfig *m, const char *action)
 			 errmsg("cannot %s the mirror of table %s into collection \"%s\": its columns changed",
 					action, get_rel_name(m->relid), m->collection),
 			 errdetail("In table %s, %s.", get_rel_name(m->relid), m->column_problem),
-			 m->home ? errhint("Undo the change, or run chroma_resync() if it is intended (or unmirror and mirror the table again).")
-			 : errhint("Make the table's columns match the mirror's (names and types as when it was mirrored), or unmirror it and mirror it again.")));
+			 !m->home ? errhint("Make the table's columns match the mirror's (names and types as when it was mirrored), or unmirror it and mirror it again.")
+			 : m->column_problem_fix == MIRROR_FIX_RESYNC ? errhint("Run chroma_resync() if the change is intended, or undo it.")
+			 : m->column_problem_fix == MIRROR_FIX_UNDO ? errhint("Undo the change, or unmirror and mirror the table again.")
+			 : errhint("Unmirror and mirror the table again.")));
 }
 
 Bitmapset *
