@@ -1,11 +1,13 @@
 /*
  * mirror_config.c — a mirror's configuration (chroma_sync.mirror) and the SQL that
- * reads its rows. Columns are kept by attnum, so renames do not break a mirror; the
- * SQL is generated from the current names, always quoted.
+ * reads its rows. Columns are recorded by name, attnum and type and resolved on load
+ * (mirror_columns.c); the SQL is generated from the current names, always quoted, and a
+ * scalar metadata column's key is its recorded name.
  */
 #include "postgres.h"
 
 #include "access/xlog.h"
+#include "catalog/namespace.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "lib/stringinfo.h"
@@ -15,7 +17,6 @@
 #include "utils/guc.h"
 #include "utils/lsyscache.h"
 #include "utils/uuid.h"
-#include "catalog/namespace.h"
 
 #include "metadata.h"
 #include "mirror_columns.h"
