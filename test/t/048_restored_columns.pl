@@ -107,8 +107,11 @@ for my $case (
 	isnt($ret, 0, "$db: chroma_adopt is refused");
 	like($err, qr/ERROR:\s+$code:/, "$db: with SQLSTATE $code") or diag($err);
 	like($err, qr/DETAIL:.*$detail/s, "$db: the detail names the column") or diag($err);
-	like($node2->safe_psql($db, "SELECT state FROM chroma_sync.status"), qr/^paused$/,
-		"$db: the mirror stays paused");
+	my $s2;
+	ok(wait_for("$db: status names the column", 60, sub {
+			$s2 = $node2->safe_psql($db, "SELECT state || '|' || coalesce(last_error, '') FROM chroma_sync.status");
+			$s2 =~ /^paused\|.*chroma_adopt.*$detail/s }),
+		"$db: the mirror stays paused, its status names the column") or diag("status: $s2");
 }
 sleep 3;
 is($node2->safe_psql('postgres', "SELECT chroma_count('$coll')"), $before,
