@@ -20,6 +20,7 @@ OBJS = \
 	src/mirror_config.o \
 	src/mirror_filter.o \
 	src/mirror_check.o \
+	src/mirror_columns.o \
 	src/trigger.o \
 	src/mirror.o \
 	src/sync.o \

@@ -167,3 +167,79 @@ BEGIN
 	END LOOP;
 END
 $$;
+
+-- ===== Mirrored columns by name and type (issue 15) =====
+-- Columns were kept by attnum only. pg_dump leaves dropped columns out, so a restored
+-- table's attnums can differ from the original's, and chroma_adopt synced other columns
+-- than the mirrored ones. Each mirrored column (keys, embedding, document, metadata, then
+-- the columns the filter names) is now recorded by name, attnum and type with its typmod
+-- (qualified: "character(4)", "pg_catalog.text"); a restored copy finds its columns by
+-- name, and DDL that changes what would be sent pauses the mirror (see README "Mirrors").
+ALTER TABLE chroma_sync.mirror
+	ADD COLUMN column_names name[],
+	ADD COLUMN column_attnums smallint[],		-- in the database the mirror was created in
+	ADD COLUMN column_type_names text[];
+
+-- After ALTER TABLE on a mirrored table: follow renames that change nothing sent, pause
+-- on any other change of the mirrored columns (or of the filter's).
+CREATE FUNCTION chroma_sync.columns_changed(source oid) RETURNS void
+	AS 'MODULE_PATHNAME', 'chroma_sync_columns_changed' LANGUAGE C STRICT;
+REVOKE ALL ON FUNCTION chroma_sync.columns_changed(oid) FROM PUBLIC;
+
+-- The mirrors of this database are recorded from the catalog; a restored copy's attnums
+-- need not be its table's, so it stays unrecorded (chroma_adopt refuses it). A mirror that
+-- cannot be recorded (a mirrored column dropped already) is reported and left as it is.
+CREATE FUNCTION chroma_sync.record_columns(mirror_id integer) RETURNS boolean
+	AS 'MODULE_PATHNAME', 'chroma_sync_record_columns' LANGUAGE C STRICT;
+DO $$
+DECLARE
+	m record;
+BEGIN
+	FOR m IN SELECT mirror_id, source FROM chroma_sync.mirror LOOP
+		BEGIN
+			PERFORM chroma_sync.record_columns(m.mirror_id);
+		EXCEPTION WHEN OTHERS THEN
+			RAISE WARNING 'could not record the columns of the mirror of %: %', m.source, SQLERRM
+				USING HINT = 'Unmirror the table and mirror it again.';
+		END;
+	END LOOP;
+END
+$$;
+DROP FUNCTION chroma_sync.record_columns(integer);
+
+CREATE OR REPLACE FUNCTION chroma_sync.on_ddl_end() RETURNS event_trigger
+	LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+	c record;
+	m record;
+	disabled text;
+BEGIN
+	FOR c IN SELECT DISTINCT objid FROM pg_catalog.pg_event_trigger_ddl_commands()
+			WHERE command_tag OPERATOR(pg_catalog.=) 'ALTER TABLE' LOOP
+		IF EXISTS (SELECT FROM chroma_sync.mirror
+				WHERE source::pg_catalog.oid OPERATOR(pg_catalog.=) c.objid) THEN
+			-- names, types and typmods of the mirrored columns and of the filter's
+			PERFORM chroma_sync.columns_changed(c.objid);
+		END IF;
+		FOR m IN SELECT mirror_id, source FROM chroma_sync.mirror
+				WHERE source::pg_catalog.oid OPERATOR(pg_catalog.=) c.objid LOOP
+			SELECT pg_catalog.string_agg(t.tgname::pg_catalog.text, ', ') INTO disabled
+				FROM pg_catalog.pg_trigger t
+				WHERE t.tgrelid OPERATOR(pg_catalog.=) c.objid
+					AND t.tgenabled OPERATOR(pg_catalog.<>) 'A'
+					AND t.tgname::pg_catalog.text OPERATOR(pg_catalog.=) ANY (ARRAY[
+						pg_catalog.format('chroma_sync_%s', m.mirror_id),
+						pg_catalog.format('chroma_sync_%s_truncate', m.mirror_id),
+						pg_catalog.format('chroma_sync_%s_flush', m.mirror_id)]);
+			IF disabled IS NOT NULL THEN
+				UPDATE chroma_sync.mirror
+					SET in_error = true, last_error_at = pg_catalog.now(),
+						last_error = pg_catalog.format('trigger %s is not ENABLE ALWAYS: changes may be missed; '
+							'run ALTER TABLE %s ENABLE ALWAYS TRIGGER ..., then chroma_resync()', disabled, m.source)
+					WHERE mirror_id OPERATOR(pg_catalog.=) m.mirror_id;
+			END IF;
+		END LOOP;
+		PERFORM chroma_sync.config_changed();
+	END LOOP;
+END
+$$;

@@ -1,15 +1,17 @@
 /*
  * ddl.c — what the DDL event triggers need from C: telling every backend that mirror
- * configuration changed (their trigger caches reload).
+ * configuration changed (their trigger caches reload), checking the mirrored columns.
  *
  * The event triggers themselves are in the install script: DROP TABLE removes the
- * mirror, dropping or retyping a mirrored column pauses it, disabling its trigger is
- * reported in status, renames need nothing (columns are held by attnum).
+ * mirror, dropping a mirrored column pauses it, disabling its trigger is reported in
+ * status; other changes of the mirrored columns are checked here.
  */
 #include "postgres.h"
 
 #include "fmgr.h"
+#include "utils/lsyscache.h"
 
+#include "mirror_columns.h"
 #include "shared.h"
 
 PG_FUNCTION_INFO_V1(chroma_sync_config_changed);
@@ -19,4 +21,50 @@ chroma_sync_config_changed(PG_FUNCTION_ARGS)
 {
 	chroma_bump_config();
 	PG_RETURN_VOID();
+}
+
+/*
+ * After ALTER TABLE on a mirrored table (the DDL event trigger, in the same transaction):
+ * each mirror of the table in its own database follows renames that change nothing sent
+ * and pauses when its columns no longer match (mirror_columns.c).
+ */
+PG_FUNCTION_INFO_V1(chroma_sync_columns_changed);
+
+Datum
+chroma_sync_columns_changed(PG_FUNCTION_ARGS)
+{
+	Oid			relid = PG_GETARG_OID(0);
+	List	   *mirrors = mirror_load_all();
+	ListCell   *lc;
+
+	foreach(lc, mirrors)
+	{
+		MirrorConfig *m = (MirrorConfig *) lfirst(lc);
+
+		if (m->relid == relid)
+			(void) mirror_columns_apply(m);
+	}
+	chroma_bump_config();
+	PG_RETURN_VOID();
+}
+
+/*
+ * The update to 0.5: records the columns of a mirror made before it (they were kept by
+ * attnum only), from the catalog. Only in the mirror's own database: a restored copy's
+ * attnums need not be its table's, so its columns stay unrecorded (chroma_adopt refuses
+ * it; unmirror and mirror again).
+ */
+PG_FUNCTION_INFO_V1(chroma_sync_record_columns);
+
+Datum
+chroma_sync_record_columns(PG_FUNCTION_ARGS)
+{
+	MirrorConfig *m = mirror_load(PG_GETARG_INT32(0));
+
+	if (m == NULL || !m->home || get_rel_name(m->relid) == NULL)
+		PG_RETURN_BOOL(false);
+	mirror_columns_record(m->mirror_id, m->relid, m->nkeys, m->key_attnums, m->embedding_attnum,
+						  m->document_attnum, m->nmeta, m->meta_attnums,
+						  m->filter ? mirror_filter_attnums(m->relid, m->filter) : NULL);
+	PG_RETURN_BOOL(true);
 }

@@ -35,6 +35,7 @@
 #include "utils/uuid.h"
 
 #include "chroma_api.h"
+#include "mirror_columns.h"
 #include "mirror_config.h"
 #include "ownership.h"
 #include "shared.h"
@@ -305,6 +306,19 @@ check_key_type(Oid relid, AttrNumber att)
 	}
 }
 
+static void
+check_embedding_type(Oid relid, AttrNumber att)
+{
+	Oid			t = get_atttype(relid, att);
+	Oid			target = FLOAT4ARRAYOID;
+
+	if (t != target && !can_coerce_type(1, &t, &target, COERCION_EXPLICIT))
+		ereport(ERROR,
+				(errcode(ERRCODE_DATATYPE_MISMATCH),
+				 errmsg("embedding column \"%s\" is of type %s, which cannot be cast to real[]",
+						get_attname(relid, att, false), format_type_be(t))));
+}
+
 /* The table's name as the collection's: explain what to do when Chroma would refuse it. */
 static void
 check_default_collection_name(const char *relname)
@@ -347,6 +361,7 @@ chroma_mirror(PG_FUNCTION_ARGS)
 	ChromaSavedUser su;
 	int			mirror_id;
 	char	   *qname;
+	Bitmapset  *filter_atts = NULL;
 
 	if (PG_ARGISNULL(0))
 		ereport(ERROR,
@@ -401,17 +416,7 @@ chroma_mirror(PG_FUNCTION_ARGS)
 	for (int i = 0; i < nid; i++)
 		check_key_type(relid, id_atts[i]);
 	emb_att = column_attnum(relid, embedding_column, "embedding");
-	{
-		Oid			t = get_atttype(relid, emb_att);
-
-		Oid			target = FLOAT4ARRAYOID;
-
-		if (t != target && !can_coerce_type(1, &t, &target, COERCION_EXPLICIT))
-			ereport(ERROR,
-					(errcode(ERRCODE_DATATYPE_MISMATCH),
-					 errmsg("embedding column \"%s\" is of type %s, which cannot be cast to real[]",
-							embedding_column, format_type_be(t))));
-	}
+	check_embedding_type(relid, emb_att);
 	if (document_column)
 		doc_att = column_attnum(relid, document_column, "document");
 	if (!PG_ARGISNULL(5))
@@ -441,7 +446,10 @@ chroma_mirror(PG_FUNCTION_ARGS)
 	relation_close(rel, NoLock);
 	/* checked as the table's owner, stored deparsed: only that form is ever run */
 	if (filter)
+	{
 		filter = mirror_filter_canonical(relid, filter);
+		filter_atts = mirror_filter_attnums(relid, filter);
+	}
 
 	chroma_become_extension_owner(&su);
 	SPI_connect();
@@ -525,6 +533,13 @@ chroma_mirror(PG_FUNCTION_ARGS)
 										   "WHERE mirror_id = %d", mirror_id),
 								  1, types, values, nulls, false, 0) != SPI_OK_UPDATE)
 			elog(ERROR, "could not record the mirror's column types");
+	}
+	{
+		AttrNumber *meta = palloc_array(AttrNumber, Max(1, nmeta));
+
+		for (int i = 0; i < nmeta; i++)
+			meta[i] = DatumGetInt16(meta_atts[i]);
+		mirror_columns_record(mirror_id, relid, nid, id_atts, emb_att, doc_att, nmeta, meta, filter_atts);
 	}
 
 	/* Triggers fire also for logical replication apply: ENABLE ALWAYS. */
@@ -925,6 +940,35 @@ chroma_flush(PG_FUNCTION_ARGS)
 	PG_RETURN_BOOL(done);
 }
 
+/*
+ * chroma_resync in the mirror's own database: the columns it reads (by attnum) are
+ * recorded again with their names and types as they are now, so a rename or retype the
+ * user intends becomes the mirror's (every row is sent again after it). Elsewhere (a
+ * restored copy) the recorded columns must match.
+ */
+static void
+record_columns_as_they_are(MirrorConfig *m)
+{
+	ChromaSavedUser su;
+	Bitmapset  *filter_atts;
+
+	/* a dropped column or a filter's column cannot be recorded again */
+	if (!m->home || (m->column_problem != NULL && m->column_problem_fix != MIRROR_FIX_RESYNC))
+	{
+		mirror_columns_require(m, "resync");
+		return;
+	}
+	for (int i = 0; i < m->nkeys; i++)
+		check_key_type(m->relid, m->key_attnums[i]);
+	check_embedding_type(m->relid, m->embedding_attnum);
+	/* the filter as the caller reads it (a column it names that was renamed: an error here) */
+	filter_atts = m->filter ? mirror_filter_attnums(m->relid, m->filter) : NULL;
+	chroma_become_extension_owner(&su);
+	mirror_columns_record(m->mirror_id, m->relid, m->nkeys, m->key_attnums, m->embedding_attnum,
+						  m->document_attnum, m->nmeta, m->meta_attnums, filter_atts);
+	chroma_restore_user(&su);
+}
+
 Datum
 chroma_resync(PG_FUNCTION_ARGS)
 {
@@ -936,6 +980,7 @@ chroma_resync(PG_FUNCTION_ARGS)
 
 	m = owned_mirror(fcinfo, 1);
 	relid = m->relid;
+	record_columns_as_they_are(m);
 
 	SPI_connect();
 	/* the filter is the table owner's code: it runs with that role's rights, not the caller's */
@@ -1002,6 +1047,8 @@ chroma_adopt(PG_FUNCTION_ARGS)
 
 	m = owned_mirror(fcinfo, 1);
 	relid = m->relid;
+	/* found again by name in a restored copy; a mismatch is refused before Chroma is touched */
+	mirror_columns_require(m, "adopt");
 
 	chroma_api_create_collection(m->collection, NULL, NULL, true, &coll);
 	ownership_claim(&coll, ownership_tag(sysid, MyDatabaseId, relid), true);
@@ -1019,7 +1066,10 @@ chroma_adopt(PG_FUNCTION_ARGS)
 				 "last_error = NULL, last_error_at = NULL, backfill_done = false, "
 				 "backfill_after = NULL, backfill_sent = 0, reconcile = true WHERE mirror_id = $1",
 				 4, types, values, SPI_OK_UPDATE);
+		/* keys queued with the attnums of another table (a restored copy): the backfill sends all */
+		spi_exec("DELETE FROM chroma_sync.queue WHERE mirror_id = $1", 1, types, values, SPI_OK_DELETE);
 	}
+	mirror_columns_store(m);	/* the attnums of this table */
 	SPI_finish();
 	chroma_restore_user(&su);
 	chroma_bump_config();

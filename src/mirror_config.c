@@ -1,12 +1,14 @@
 /*
  * mirror_config.c — a mirror's configuration (chroma_sync.mirror) and the SQL that
- * reads its rows. Columns are kept by attnum, so renames do not break a mirror; the
- * SQL is generated from the current names, always quoted.
+ * reads its rows. Columns are recorded by name, attnum and type and resolved on load
+ * (mirror_columns.c); the SQL is generated from the current names, always quoted, and a
+ * scalar metadata column's key is its recorded name.
  */
 #include "postgres.h"
 
 #include "access/xlog.h"
 #include "catalog/pg_class.h"
+#include "catalog/namespace.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "lib/stringinfo.h"
@@ -19,6 +21,7 @@
 #include "utils/uuid.h"
 
 #include "metadata.h"
+#include "mirror_columns.h"
 #include "mirror_config.h"
 
 #define MIRROR_COLUMNS \
@@ -26,6 +29,9 @@
 	"embedding_column, document_column, metadata_columns, owner, dimension, " \
 	"metadata_keys, paused, backfill_done, backfill_after, reconcile, " \
 	"system_identifier, database_oid, filter"
+/* 0.5 records the columns by name and type; an older catalog has none (columns 19-21) */
+#define MIRROR_COLUMNS_BY_NAME ", column_names::text[], column_attnums, column_type_names"
+#define MIRROR_COLUMNS_NONE ", NULL::text[], NULL::int2[], NULL::text[]"
 
 static AttrNumber *
 int2_array(Datum d, int *n)
@@ -42,8 +48,70 @@ int2_array(Datum d, int *n)
 	return r;
 }
 
+static char **
+text_array(Datum d, int *n)
+{
+	Datum	   *elems;
+	bool	   *nulls;
+	char	  **r;
+
+	deconstruct_array(DatumGetArrayTypeP(d), TEXTOID, -1, false, TYPALIGN_INT, &elems, &nulls, n);
+	r = palloc0_array(char *, Max(*n, 1));
+	for (int i = 0; i < *n; i++)
+		r[i] = nulls[i] ? NULL : TextDatumGetCString(elems[i]);
+	return r;
+}
+
+/*
+ * The recorded columns (columns 19-21): keys, embedding, document (a NULL name when
+ * there is none), metadata, then the filter's. Left NULL unless the three arrays are there
+ * and agree with each other and with the attnum columns.
+ */
+static void
+recorded_columns(MirrorConfig *m, HeapTuple tup, TupleDesc td)
+{
+	bool		n1,
+				n2,
+				n3;
+	Datum		dn = SPI_getbinval(tup, td, 19, &n1);
+	Datum		da = SPI_getbinval(tup, td, 20, &n2);
+	Datum		dt = SPI_getbinval(tup, td, 21, &n3);
+	char	  **names;
+	char	  **types;
+	AttrNumber *atts;
+	int			nn,
+				na,
+				nt;
+	int			fixed = m->nkeys + 2 + m->nmeta;
+
+	if (n1 || n2 || n3)
+		return;
+	names = text_array(dn, &nn);
+	types = text_array(dt, &nt);
+	atts = int2_array(da, &na);
+	if (nn != na || nn != nt || nn < fixed)
+		return;
+	m->ncolumns = nn;
+	m->columns = palloc0_array(MirrorColumn, nn);
+	m->meta_names = palloc0_array(char *, Max(m->nmeta, 1));
+	for (int i = 0; i < nn; i++)
+	{
+		MirrorColumn *c = &m->columns[i];
+
+		c->role = i < m->nkeys ? MIRROR_COLUMN_KEY :
+			i == m->nkeys ? MIRROR_COLUMN_EMBEDDING :
+			i == m->nkeys + 1 ? MIRROR_COLUMN_DOCUMENT :
+			i < fixed ? MIRROR_COLUMN_METADATA : MIRROR_COLUMN_FILTER;
+		c->name = names[i];
+		c->attnum = atts[i];
+		c->type = types[i];
+		if (c->role == MIRROR_COLUMN_METADATA)
+			m->meta_names[i - m->nkeys - 2] = c->name;
+	}
+}
+
 static MirrorConfig *
-config_from_tuple(HeapTuple tup, TupleDesc td)
+config_from_tuple(HeapTuple tup, TupleDesc td, const char *sysid)
 {
 	MirrorConfig *m = palloc0_object(MirrorConfig);
 	bool		isnull;
@@ -78,10 +146,23 @@ config_from_tuple(HeapTuple tup, TupleDesc td)
 	m->system_identifier = SPI_getvalue(tup, td, 16);
 	m->database_oid = DatumGetObjectId(SPI_getbinval(tup, td, 17, &isnull));
 	m->filter = SPI_getvalue(tup, td, 18);
+	m->home = m->database_oid == MyDatabaseId && strcmp(m->system_identifier, sysid) == 0;
+	recorded_columns(m, tup, td);
+	if (get_rel_name(m->relid) != NULL)
+		mirror_columns_resolve(m);
 	m->key_types = palloc0_array(Oid, Max(m->nkeys, 1));
 	for (int i = 0; i < m->nkeys; i++)
 		m->key_types[i] = get_atttype(m->relid, m->key_attnums[i]);
 	return m;
+}
+
+bool
+mirror_columns_by_name_exist(void)
+{
+	Oid			nsp = get_namespace_oid("chroma_sync", true);
+	Oid			rel = OidIsValid(nsp) ? get_relname_relid("mirror", nsp) : InvalidOid;
+
+	return OidIsValid(rel) && get_attnum(rel, "column_names") != InvalidAttrNumber;
 }
 
 static List *
@@ -89,7 +170,9 @@ load_where(const char *where, int nargs, Oid *types, Datum *values)
 {
 	List	   *result = NIL;
 	MemoryContext caller = CurrentMemoryContext;
-	char	   *sql = psprintf("SELECT " MIRROR_COLUMNS " FROM chroma_sync.mirror %s ORDER BY mirror_id",
+	char	   *sysid = mirror_system_identifier();
+	char	   *sql = psprintf("SELECT " MIRROR_COLUMNS "%s FROM chroma_sync.mirror %s ORDER BY mirror_id",
+						   mirror_columns_by_name_exist() ? MIRROR_COLUMNS_BY_NAME : MIRROR_COLUMNS_NONE,
 						   where);
 
 	SPI_connect();
@@ -99,7 +182,7 @@ load_where(const char *where, int nargs, Oid *types, Datum *values)
 	{
 		MemoryContext old = MemoryContextSwitchTo(caller);
 
-		result = lappend(result, config_from_tuple(SPI_tuptable->vals[i], SPI_tuptable->tupdesc));
+		result = lappend(result, config_from_tuple(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, sysid));
 		MemoryContextSwitchTo(old);
 	}
 	SPI_finish();
@@ -404,6 +487,9 @@ mirror_select_sql(MirrorConfig *m, const char *tail)
 	char	   *table = mirror_table_sql(m);
 	const char *filter = mirror_filter_sql(m);
 
+	/* never read other columns than the mirrored ones: check them in the reading transaction */
+	mirror_columns_resolve(m);
+	mirror_columns_require(m, "read");
 	initStringInfo(&s);
 	if (filter)
 		appendStringInfo(&s, "SELECT %s, CASE WHEN (%s) THEN (%s)::pg_catalog.float4[] END, ",
@@ -423,7 +509,8 @@ mirror_select_sql(MirrorConfig *m, const char *tail)
 		for (int i = 0; i < m->nmeta; i++)
 		{
 			AttrNumber a = m->meta_attnums[i];
-			char	   *name = get_attname(m->relid, a, true);
+			/* the key is the name recorded when mirrored, whatever the column is called now */
+			char	   *name = m->meta_names ? m->meta_names[i] : get_attname(m->relid, a, true);
 			char	   *col = column_sql(m->relid, a);
 
 			if (get_atttype(m->relid, a) == JSONBOID)

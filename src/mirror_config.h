@@ -11,6 +11,33 @@
 #include "fmgr.h"
 #include "nodes/pg_list.h"
 
+/* What a mirrored column is for (the order of the recorded columns). */
+typedef enum MirrorColumnRole
+{
+	MIRROR_COLUMN_KEY,
+	MIRROR_COLUMN_EMBEDDING,
+	MIRROR_COLUMN_DOCUMENT,
+	MIRROR_COLUMN_METADATA,
+	MIRROR_COLUMN_FILTER		/* named by the filter */
+} MirrorColumnRole;
+
+/* How a mismatch of the recorded columns can be resolved (mirror_columns_status). */
+typedef enum MirrorColumnFix
+{
+	MIRROR_FIX_RESYNC,			/* chroma_resync records the change */
+	MIRROR_FIX_UNDO,			/* undo the change (or mirror again) */
+	MIRROR_FIX_REMIRROR			/* unmirror and mirror again */
+} MirrorColumnFix;
+
+/* A mirrored column as recorded (mirror_columns.c). */
+typedef struct MirrorColumn
+{
+	MirrorColumnRole role;
+	char	   *name;			/* NULL: no document column */
+	AttrNumber	attnum;			/* as recorded; resolved by mirror_columns_resolve */
+	char	   *type;			/* qualified, with its typmod: "character(4)" */
+} MirrorColumn;
+
 typedef struct MirrorConfig
 {
 	int			mirror_id;
@@ -37,7 +64,22 @@ typedef struct MirrorConfig
 	char	   *filter;			/* as stored: deparsed by chroma_mirror (raw text before 0.5) */
 	char	   *filter_sql;		/* the stored filter checked and deparsed again (mirror_filter_sql) */
 	bool		filter_invalid; /* the stored filter failed that check */
+	bool		home;			/* in the database and cluster it was created in */
+	int			ncolumns;
+	MirrorColumn *columns;		/* NULL: not recorded (a row of chroma_sync before 0.5) */
+	char	  **meta_names;		/* metadata columns' recorded names (keys), or NULL */
+	char	   *column_problem; /* why the columns no longer match, or NULL */
+	char	   *column_problem_name;	/* the column it is about */
+	int			column_problem_code;	/* its SQLSTATE */
+	MirrorColumnFix column_problem_fix;
+	bool		columns_renamed;	/* only renames that change nothing sent */
 } MirrorConfig;
+
+/*
+ * Whether chroma_sync.mirror has the columns of 0.5 (column_names...): until ALTER
+ * EXTENSION UPDATE runs, the library can be newer than the catalog.
+ */
+extern bool mirror_columns_by_name_exist(void);
 
 /* Loads mirrors (in a transaction, SPI connected by the caller or not). */
 extern List *mirror_load_all(void);

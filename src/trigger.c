@@ -267,11 +267,14 @@ capture_info(int mirror_id, Oid relid, int natts)
 		}
 		else
 		{
-			ci->cols[n++] = m->embedding_attnum;
-			if (m->document_attnum > 0)
+			/* (a restored copy's recorded attnums may lie past this table's columns) */
+			if (m->embedding_attnum <= natts)
+				ci->cols[n++] = m->embedding_attnum;
+			if (m->document_attnum > 0 && m->document_attnum <= natts)
 				ci->cols[n++] = m->document_attnum;
 			for (int i = 0; i < m->nmeta; i++)
-				ci->cols[n++] = m->meta_attnums[i];
+				if (m->meta_attnums[i] > 0 && m->meta_attnums[i] <= natts)
+					ci->cols[n++] = m->meta_attnums[i];
 		}
 		ci->ncols = n;
 	}
@@ -483,7 +486,15 @@ row_key(CaptureInfo *ci, HeapTuple tup, TupleDesc td, bool *isnull)
 
 	for (int i = 0; i < ci->nkeys; i++)
 	{
-		Datum		d = heap_getattr(tup, ci->key_attnums[i], td, isnull);
+		Datum		d;
+
+		/* a restored copy's recorded attnum may lie past this table's columns */
+		if (ci->key_attnums[i] < 1 || ci->key_attnums[i] > td->natts)
+		{
+			*isnull = true;
+			return NULL;
+		}
+		d = heap_getattr(tup, ci->key_attnums[i], td, isnull);
 
 		if (*isnull)
 			return NULL;		/* a NULL in the key: the row has no id */

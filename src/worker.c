@@ -38,6 +38,7 @@
 #include "chroma_sync.h"
 #include "http.h"
 #include "mirror_check.h"
+#include "mirror_columns.h"
 #include "mirror_config.h"
 #include "shared.h"
 #include "sync.h"
@@ -535,6 +536,9 @@ state_for(List **states, int mirror_id)
 	return st;
 }
 
+#define RESTORED_COPY_REASON "this mirror was created in another database or cluster (a restored copy?); " \
+	"mirror the table into another collection, or take this one over with chroma_adopt()"
+
 /* Mirrors to work on; drops those whose table is gone, pauses restored copies. */
 static List *
 load_mirrors(bool *have_extension)
@@ -564,13 +568,20 @@ load_mirrors(bool *have_extension)
 							   "DELETE FROM chroma_sync.failed WHERE mirror_id = %d; "
 							   "DELETE FROM chroma_sync.mirror WHERE mirror_id = %d",
 							   m->mirror_id, m->mirror_id, m->mirror_id);
-			else if (!m->paused &&
-					 (m->database_oid != MyDatabaseId || strcmp(m->system_identifier, sysid) != 0))
-				sql = psprintf("UPDATE chroma_sync.mirror SET paused = true, paused_reason = "
-							   "'this mirror was created in another database or cluster (a restored copy?); "
-							   "mirror the table into another collection, or take this one over with chroma_adopt()' "
-							   "WHERE mirror_id = %d",
-							   m->mirror_id);
+			else if (m->database_oid != MyDatabaseId || strcmp(m->system_identifier, sysid) != 0)
+			{
+				/* the reason follows the table's columns (DDL in the copy) until it is adopted */
+				const char *reason = quote_literal_cstr(psprintf("%s%s%s", RESTORED_COPY_REASON,
+																 m->column_problem ? " once the table's columns match the mirror's: " : "",
+																 m->column_problem ? m->column_problem : ""));
+
+				sql = psprintf("UPDATE chroma_sync.mirror SET paused = true, paused_reason = %s "
+							   "WHERE mirror_id = %d AND (NOT paused OR pg_catalog.starts_with(paused_reason, %s)) "
+							   "AND paused_reason IS DISTINCT FROM %s",
+							   reason, m->mirror_id, quote_literal_cstr(RESTORED_COPY_REASON), reason);
+			}
+			else if (mirror_columns_apply(m))
+				continue;		/* paused: the columns changed */
 			else if (!m->paused && (problem = mirror_shape_problem(m)) != NULL)
 			{
 				const char *q = quote_literal_cstr(problem);

@@ -4,7 +4,7 @@
 # keys; 0.4's queue has two indexes on (mirror_id, ...), keys indexed in byte order; 0.5's
 # chroma_upsert, chroma_upsert_query and chroma_get keep the grants of the ones they replace
 # (also to that role); filters 0.4 stored as text are named by the update and checked again
-# when used.
+# when used; 0.5 records the columns of existing mirrors by name, attnum and type.
 use strict;
 use warnings;
 
@@ -128,6 +128,12 @@ SELECT has_function_privilege('Mixed Case"Role',
 	't', '0.5: the grant of chroma_upsert to Mixed Case"Role is kept');
 is($node->safe_psql('postgres', "SELECT pending FROM chroma_sync.status WHERE source = 'up_docs'::regclass"),
 	'363', 'nothing pending was lost by the update to 0.5');
+# 0.5 records the mirrored columns by name, attnum and type, filled from the catalog
+my ($cret, $cols, $cerr) = $node->psql('postgres', q{
+SELECT column_names::text || ' ' || column_attnums::text || ' ' || column_type_names::text
+FROM chroma_sync.mirror WHERE source = 'up_docs'::regclass});
+is($cols, '{id,embedding,doc,meta} {1,2,3,4} {integer,real[],pg_catalog.text,pg_catalog.jsonb}',
+	"0.5: the mirror made at 0.1 has its columns recorded by name, attnum and type") or diag($cerr);
 is($node->safe_psql('postgres', q{
 SELECT pg_get_function_identity_arguments(p.oid),
 	has_function_privilege('up_mirrorer', p.oid, 'EXECUTE WITH GRANT OPTION'),

@@ -1,0 +1,411 @@
+/*
+ * mirror_columns.c — a mirror's columns by name and type.
+ *
+ * A mirror records each column it reads (keys, embedding, document, metadata, and the
+ * columns its filter names) by name, attnum and type with its typmod. pg_dump leaves
+ * dropped columns out, so a restored table's attnums can differ: in a restored copy the
+ * columns are found again by name, and chroma_adopt refuses a copy whose columns no
+ * longer match. In the mirror's own database a column is its attnum; DDL that changes
+ * what would be sent (a scalar metadata column renamed: its name is the key; a type or
+ * typmod changed: char(4) -> char(6) pads every id) pauses the mirror, a rename that
+ * changes nothing sent is followed.
+ */
+#include "postgres.h"
+
+#include "access/htup_details.h"
+#include "access/sysattr.h"
+#include "catalog/pg_attribute.h"
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "nodes/bitmapset.h"
+#include "optimizer/optimizer.h"
+#include "parser/parser.h"
+#include "tcop/tcopprot.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+#include "utils/syscache.h"
+
+#include "mirror_columns.h"
+
+static const char *
+role_name(MirrorColumnRole role)
+{
+	switch (role)
+	{
+		case MIRROR_COLUMN_KEY:
+			return "id";
+		case MIRROR_COLUMN_EMBEDDING:
+			return "embedding";
+		case MIRROR_COLUMN_DOCUMENT:
+			return "document";
+		case MIRROR_COLUMN_METADATA:
+			return "metadata";
+		case MIRROR_COLUMN_FILTER:
+			return "filter";
+	}
+	return "mirrored";
+}
+
+/* The column's type as recorded: qualified (stable across search_path), with its typmod. */
+static char *
+column_type(Oid relid, AttrNumber attnum)
+{
+	HeapTuple	tup = SearchSysCache2(ATTNUM, ObjectIdGetDatum(relid), Int16GetDatum(attnum));
+	Form_pg_attribute att;
+	char	   *r = NULL;
+
+	if (!HeapTupleIsValid(tup))
+		return NULL;
+	att = (Form_pg_attribute) GETSTRUCT(tup);
+	if (!att->attisdropped)
+		r = format_type_extended(att->atttypid, att->atttypmod,
+								 FORMAT_TYPE_TYPEMOD_GIVEN | FORMAT_TYPE_FORCE_QUALIFY);
+	ReleaseSysCache(tup);
+	return r;
+}
+
+/* The column's name now, or NULL when it was dropped (get_attname names dropped ones too). */
+static char *
+current_name(Oid relid, AttrNumber attnum)
+{
+	HeapTuple	tup = SearchSysCache2(ATTNUM, ObjectIdGetDatum(relid), Int16GetDatum(attnum));
+	Form_pg_attribute att;
+	char	   *r = NULL;
+
+	if (!HeapTupleIsValid(tup))
+		return NULL;
+	att = (Form_pg_attribute) GETSTRUCT(tup);
+	if (!att->attisdropped)
+		r = pstrdup(NameStr(att->attname));
+	ReleaseSysCache(tup);
+	return r;
+}
+
+/* Whether a rename of this column changes nothing that is sent. */
+static bool
+rename_is_harmless(MirrorConfig *m, MirrorColumn *c)
+{
+	switch (c->role)
+	{
+		case MIRROR_COLUMN_KEY:
+		case MIRROR_COLUMN_EMBEDDING:
+		case MIRROR_COLUMN_DOCUMENT:
+			return true;
+		case MIRROR_COLUMN_METADATA:
+			/* a jsonb column contributes its keys; any other is key = its name */
+			return get_atttype(m->relid, c->attnum) == JSONBOID;
+		case MIRROR_COLUMN_FILTER:
+			return false;		/* the filter's text names it */
+	}
+	return false;
+}
+
+static void
+set_problem(MirrorConfig *m, MirrorColumn *c, int code, MirrorColumnFix fix, char *message)
+{
+	if (m->column_problem != NULL)
+		return;					/* the first one is reported */
+	m->column_problem = message;
+	m->column_problem_name = c->name;
+	m->column_problem_code = code;
+	m->column_problem_fix = fix;
+}
+
+void
+mirror_columns_resolve(MirrorConfig *m)
+{
+	char	   *rel = get_rel_name(m->relid);
+
+	m->column_problem = NULL;
+	m->columns_renamed = false;
+	if (rel == NULL)
+		return;
+	if (m->columns == NULL)
+	{
+		/* before 0.5: attnums only, which only mean something where they were taken */
+		if (!m->home)
+		{
+			m->column_problem = psprintf("the mirror's columns were recorded by attnum only (a dump of chroma_sync before 0.5), "
+										 "and a restored table's attnums need not be the original's");
+			m->column_problem_name = "";
+			m->column_problem_code = ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE;
+			m->column_problem_fix = MIRROR_FIX_REMIRROR;
+		}
+		return;
+	}
+	for (int i = 0; i < m->ncolumns; i++)
+	{
+		MirrorColumn *c = &m->columns[i];
+		AttrNumber	att;
+		char	   *type;
+		bool		filter = c->role == MIRROR_COLUMN_FILTER;
+
+		if (c->name == NULL)
+			continue;			/* no document column */
+		if (m->home)
+		{
+			char	   *now = current_name(m->relid, c->attnum);
+
+			att = c->attnum;
+			if (now == NULL)
+			{
+				set_problem(m, c, ERRCODE_UNDEFINED_COLUMN, MIRROR_FIX_REMIRROR,
+							filter ? psprintf("column \"%s\" named by the mirror's filter was dropped", c->name)
+							: psprintf("mirrored column \"%s\" (the %s column) was dropped", c->name, role_name(c->role)));
+				continue;
+			}
+			if (strcmp(now, c->name) != 0)
+			{
+				if (rename_is_harmless(m, c))
+					m->columns_renamed = true;
+				else if (filter)
+					set_problem(m, c, ERRCODE_UNDEFINED_COLUMN, MIRROR_FIX_UNDO,
+								psprintf("column \"%s\" named by the mirror's filter was renamed to \"%s\"",
+										 c->name, now));
+				else
+					set_problem(m, c, ERRCODE_UNDEFINED_COLUMN, MIRROR_FIX_RESYNC,
+								psprintf("metadata column \"%s\" was renamed to \"%s\": its name is the metadata key "
+										 "in Chroma, which would change for changed rows only", c->name, now));
+			}
+		}
+		else
+		{
+			att = get_attnum(m->relid, c->name);
+			if (att <= 0)
+			{
+				set_problem(m, c, ERRCODE_UNDEFINED_COLUMN, MIRROR_FIX_UNDO,
+							psprintf("column \"%s\" (%s) does not exist in table %s",
+									 c->name, filter ? "named by the mirror's filter"
+									 : psprintf("the %s column", role_name(c->role)), rel));
+				continue;
+			}
+		}
+		type = column_type(m->relid, att);
+		if (type == NULL || strcmp(type, c->type) != 0)
+		{
+			set_problem(m, c, ERRCODE_DATATYPE_MISMATCH, filter ? MIRROR_FIX_UNDO : MIRROR_FIX_RESYNC,
+						psprintf("the type of a %s changed: \"%s\" was %s, is now %s",
+								 filter ? "column named by the mirror's filter" : "mirrored column",
+								 c->name, c->type, type ? type : "(none)"));
+			continue;
+		}
+		c->attnum = att;
+		/* the recorded columns are in the order of the attnum columns (recorded_columns) */
+		switch (c->role)
+		{
+			case MIRROR_COLUMN_KEY:
+				m->key_attnums[i] = att;
+				break;
+			case MIRROR_COLUMN_EMBEDDING:
+				m->embedding_attnum = att;
+				break;
+			case MIRROR_COLUMN_DOCUMENT:
+				m->document_attnum = att;
+				break;
+			case MIRROR_COLUMN_METADATA:
+				m->meta_attnums[i - m->nkeys - 2] = att;
+				break;
+			case MIRROR_COLUMN_FILTER:
+				break;
+		}
+	}
+}
+
+char *
+mirror_columns_status(MirrorConfig *m)
+{
+	switch (m->column_problem_fix)
+	{
+		case MIRROR_FIX_RESYNC:
+			return psprintf("%s; if the change is intended, run chroma_resync() to record the columns as they are now "
+							"and send every row again, then chroma_resume(); else undo it and run chroma_resume()",
+							m->column_problem);
+		case MIRROR_FIX_UNDO:
+			return psprintf("%s; undo the change and run chroma_resume(), or unmirror and mirror the table again",
+							m->column_problem);
+		case MIRROR_FIX_REMIRROR:
+			break;
+	}
+	return psprintf("%s; unmirror and mirror the table again", m->column_problem);
+}
+
+void
+mirror_columns_require(MirrorConfig *m, const char *action)
+{
+	if (m->column_problem == NULL)
+		return;
+	ereport(ERROR,
+			(errcode(m->column_problem_code),
+			 errmsg("cannot %s the mirror of table %s into collection \"%s\": its columns changed",
+					action, get_rel_name(m->relid), m->collection),
+			 errdetail("In table %s, %s.", get_rel_name(m->relid), m->column_problem),
+			 !m->home ? errhint("Make the table's columns match the mirror's (names and types as when it was mirrored), or unmirror it and mirror it again.")
+			 : m->column_problem_fix == MIRROR_FIX_RESYNC ? errhint("Run chroma_resync() if the change is intended, or undo it.")
+			 : m->column_problem_fix == MIRROR_FIX_UNDO ? errhint("Undo the change, or unmirror and mirror the table again.")
+			 : errhint("Unmirror and mirror the table again.")));
+}
+
+Bitmapset *
+mirror_filter_attnums(Oid relid, const char *filter)
+{
+	char	   *sql = psprintf("SELECT 1 FROM ONLY %s WHERE (%s)",
+							   quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
+														  get_rel_name(relid)), filter);
+	List	   *raw = raw_parser(sql, RAW_PARSE_DEFAULT);
+	Query	   *q;
+	Bitmapset  *vars = NULL;
+	Bitmapset  *r = NULL;
+	int			x = -1;
+
+	if (list_length(raw) != 1)
+		elog(ERROR, "could not parse the filter of a mirror");
+	q = linitial_node(Query, pg_analyze_and_rewrite_fixedparams(linitial(raw), sql, NULL, 0, NULL));
+	if (q->jointree && q->jointree->quals)
+		pull_varattnos(q->jointree->quals, 1, &vars);
+	while ((x = bms_next_member(vars, x)) >= 0)
+	{
+		AttrNumber	a = x + FirstLowInvalidHeapAttributeNumber;
+
+		if (a > 0)
+			r = bms_add_member(r, a);
+	}
+	return r;
+}
+
+/* Writes names/attnums/types (and the attnum columns) of mirror_id. */
+static void
+store(int mirror_id, int n, MirrorColumn *cols, int nkeys, int nmeta)
+{
+	Datum	   *names = palloc0_array(Datum, Max(n, 1));
+	Datum	   *atts = palloc0_array(Datum, Max(n, 1));
+	Datum	   *types = palloc0_array(Datum, Max(n, 1));
+	bool	   *nulls = palloc0_array(bool, Max(n, 1));
+	Datum	   *keys = palloc0_array(Datum, Max(nkeys, 1));
+	Datum	   *meta = palloc0_array(Datum, Max(nmeta, 1));
+	int			dims[1] = {n};
+	int			lbs[1] = {1};
+	Oid			argtypes[8] = {INT4OID, TEXTARRAYOID, INT2ARRAYOID, TEXTARRAYOID,
+	INT2ARRAYOID, INT2OID, INT2OID, INT2ARRAYOID};
+	Datum		values[8];
+	char		argnulls[8];
+	AttrNumber	emb = 0;
+	AttrNumber	doc = 0;
+	int			k = 0;
+	int			mm = 0;
+
+	if (!mirror_columns_by_name_exist())
+		return;					/* a catalog before 0.5: columns are kept by attnum only */
+	memset(argnulls, ' ', sizeof(argnulls));
+	for (int i = 0; i < n; i++)
+	{
+		nulls[i] = cols[i].name == NULL;
+		names[i] = nulls[i] ? (Datum) 0 : CStringGetTextDatum(cols[i].name);
+		atts[i] = Int16GetDatum(cols[i].attnum);
+		types[i] = nulls[i] ? (Datum) 0 : CStringGetTextDatum(cols[i].type);
+		if (cols[i].role == MIRROR_COLUMN_KEY && k < nkeys)
+			keys[k++] = Int16GetDatum(cols[i].attnum);
+		else if (cols[i].role == MIRROR_COLUMN_EMBEDDING)
+			emb = cols[i].attnum;
+		else if (cols[i].role == MIRROR_COLUMN_DOCUMENT)
+			doc = cols[i].attnum;
+		else if (cols[i].role == MIRROR_COLUMN_METADATA && mm < nmeta)
+			meta[mm++] = Int16GetDatum(cols[i].attnum);
+	}
+	values[0] = Int32GetDatum(mirror_id);
+	values[1] = PointerGetDatum(construct_md_array(names, nulls, 1, dims, lbs, TEXTOID, -1, false, TYPALIGN_INT));
+	/* a missing document column keeps attnum 0 in column_attnums, as a placeholder */
+	values[2] = PointerGetDatum(construct_md_array(atts, NULL, 1, dims, lbs, INT2OID, 2, true, TYPALIGN_SHORT));
+	values[3] = PointerGetDatum(construct_md_array(types, nulls, 1, dims, lbs, TEXTOID, -1, false, TYPALIGN_INT));
+	values[4] = PointerGetDatum(construct_array(keys, k, INT2OID, 2, true, TYPALIGN_SHORT));
+	values[5] = Int16GetDatum(emb);
+	values[6] = Int16GetDatum(doc);
+	if (doc == 0)
+		argnulls[6] = 'n';
+	values[7] = PointerGetDatum(construct_array(meta, mm, INT2OID, 2, true, TYPALIGN_SHORT));
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	if (SPI_execute_with_args("UPDATE chroma_sync.mirror SET column_names = $2::pg_catalog.name[], "
+							  "column_attnums = $3, column_type_names = $4, id_columns = $5, "
+							  "embedding_column = $6, document_column = $7, metadata_columns = $8 "
+							  "WHERE mirror_id OPERATOR(pg_catalog.=) $1", 8, argtypes, values, argnulls, false, 0) != SPI_OK_UPDATE ||
+		SPI_execute_with_args("UPDATE chroma_sync.mirror m SET column_types = chroma_sync.mirror_column_types(m) "
+							  "WHERE mirror_id OPERATOR(pg_catalog.=) $1", 1, argtypes, values, NULL, false, 0) != SPI_OK_UPDATE)
+		elog(ERROR, "could not record the columns of mirror %d", mirror_id);
+	SPI_finish();
+}
+
+static void
+set_column(MirrorColumn *c, MirrorColumnRole role, Oid relid, AttrNumber att)
+{
+	c->role = role;
+	c->attnum = att;
+	if (att == 0)
+		return;					/* no document column */
+	c->name = get_attname(relid, att, false);
+	c->type = column_type(relid, att);
+}
+
+void
+mirror_columns_record(int mirror_id, Oid relid, int nkeys, const AttrNumber *keys,
+					  AttrNumber embedding, AttrNumber document, int nmeta,
+					  const AttrNumber *meta, const Bitmapset *fatts)
+{
+	int			n = nkeys + 2 + nmeta + bms_num_members(fatts);
+	MirrorColumn *cols = palloc0_array(MirrorColumn, n);
+	int			i = 0;
+	int			x = -1;
+
+	for (int k = 0; k < nkeys; k++)
+		set_column(&cols[i++], MIRROR_COLUMN_KEY, relid, keys[k]);
+	set_column(&cols[i++], MIRROR_COLUMN_EMBEDDING, relid, embedding);
+	set_column(&cols[i++], MIRROR_COLUMN_DOCUMENT, relid, document);
+	for (int k = 0; k < nmeta; k++)
+		set_column(&cols[i++], MIRROR_COLUMN_METADATA, relid, meta[k]);
+	while ((x = bms_next_member(fatts, x)) >= 0)
+		set_column(&cols[i++], MIRROR_COLUMN_FILTER, relid, (AttrNumber) x);
+	store(mirror_id, n, cols, nkeys, nmeta);
+}
+
+void
+mirror_columns_store(MirrorConfig *m)
+{
+	if (m->columns == NULL)
+		return;
+	store(m->mirror_id, m->ncolumns, m->columns, m->nkeys, m->nmeta);
+}
+
+bool
+mirror_columns_apply(MirrorConfig *m)
+{
+	if (!m->home || m->paused || m->columns == NULL)
+		return false;
+	mirror_columns_resolve(m);
+	if (m->column_problem != NULL)
+	{
+		char	   *status = mirror_columns_status(m);
+		Oid			types[2] = {INT4OID, TEXTOID};
+		Datum		values[2] = {Int32GetDatum(m->mirror_id), CStringGetTextDatum(status)};
+
+		if (SPI_connect() != SPI_OK_CONNECT)
+			elog(ERROR, "SPI_connect failed");
+		if (SPI_execute_with_args("UPDATE chroma_sync.mirror SET paused = true, paused_reason = $2, "
+								  "in_error = true, last_error = $2, last_error_at = pg_catalog.now() "
+								  "WHERE mirror_id OPERATOR(pg_catalog.=) $1", 2, types, values, NULL, false, 0) != SPI_OK_UPDATE)
+			elog(ERROR, "could not pause mirror %d", m->mirror_id);
+		SPI_finish();
+		m->paused = true;
+		return true;
+	}
+	if (m->columns_renamed)
+	{
+		/* the new names, so that a dump of the mirror names the columns as they are */
+		for (int i = 0; i < m->ncolumns; i++)
+			if (m->columns[i].name != NULL)
+				m->columns[i].name = current_name(m->relid, m->columns[i].attnum);
+		mirror_columns_store(m);
+		m->columns_renamed = false;
+	}
+	return false;
+}
