@@ -143,6 +143,9 @@ is($node->safe_psql('postgres', "SELECT rows, missing, extra, different FROM chr
 
 for my $c ('tap_verify_long_ids', 'tap_verify_odd', 'tap_verify_vbig', 'tap_verify_vsmall')
 {
-	$node->safe_psql('postgres', "SELECT chroma_delete_collection('$c', true)");
+	# deleting 20,000 records of 1,536 dimensions can take Chroma longer than the default 30 s
+	$node->safe_psql('postgres',
+		"SET chroma_sync.timeout = '5min'; SELECT chroma_delete_collection('$c', true)",
+		timeout => 600);
 }
 finish($node, $offset);
