@@ -25,7 +25,9 @@
 	"mirror_id, source::oid, collection, collection_id::text, id_columns, " \
 	"embedding_column, document_column, metadata_columns, owner, dimension, " \
 	"metadata_keys, paused, backfill_done, backfill_after, reconcile, " \
-	"system_identifier, database_oid, filter"
+	"system_identifier, database_oid, filter, " \
+	/* filter_node came in 0.5: NULL before ALTER EXTENSION UPDATE */ \
+	"pg_catalog.to_jsonb(m) OPERATOR(pg_catalog.->>) 'filter_node'"
 
 static AttrNumber *
 int2_array(Datum d, int *n)
@@ -78,6 +80,7 @@ config_from_tuple(HeapTuple tup, TupleDesc td)
 	m->system_identifier = SPI_getvalue(tup, td, 16);
 	m->database_oid = DatumGetObjectId(SPI_getbinval(tup, td, 17, &isnull));
 	m->filter = SPI_getvalue(tup, td, 18);
+	m->filter_node = SPI_getvalue(tup, td, 19);
 	m->key_types = palloc0_array(Oid, Max(m->nkeys, 1));
 	for (int i = 0; i < m->nkeys; i++)
 		m->key_types[i] = get_atttype(m->relid, m->key_attnums[i]);
@@ -89,7 +92,7 @@ load_where(const char *where, int nargs, Oid *types, Datum *values)
 {
 	List	   *result = NIL;
 	MemoryContext caller = CurrentMemoryContext;
-	char	   *sql = psprintf("SELECT " MIRROR_COLUMNS " FROM chroma_sync.mirror %s ORDER BY mirror_id",
+	char	   *sql = psprintf("SELECT " MIRROR_COLUMNS " FROM chroma_sync.mirror m %s ORDER BY mirror_id",
 						   where);
 
 	SPI_connect();

@@ -1045,6 +1045,15 @@ check_filter(MirrorConfig *m, MirrorState *st, TimestampTz *wake_at)
 		return false;
 	}
 	(void) mirror_filter_sql(m);
+	if (m->filter_node_derived != NULL && m->filter_node == NULL && get_rel_type_id(m->relid) != InvalidOid)
+	{
+		Oid			types[2] = {INT4OID, TEXTOID};
+		Datum		values[2] = {Int32GetDatum(m->mirror_id), CStringGetTextDatum(m->filter_node_derived)};
+
+		/* a filter stored by 0.4, bound now: the tree is what every later use evaluates */
+		sync_exec("UPDATE chroma_sync.mirror SET filter_node = $2 WHERE mirror_id = $1 "
+				  "AND filter_node IS NULL", 2, types, values, NULL, SPI_OK_UPDATE);
+	}
 	sync_end_txn();
 	return true;
 }
