@@ -523,9 +523,12 @@ chroma_mirror(PG_FUNCTION_ARGS)
 		/* the text for display, dump and chroma_adopt; the bound tree for every use */
 		values[0] = filter ? CStringGetTextDatum(filter) : (Datum) 0;
 		values[1] = filter ? CStringGetTextDatum(filter_node) : (Datum) 0;
+		/* (a 0.4 catalog, before ALTER EXTENSION UPDATE, has no filter_node: the text alone) */
 		if (SPI_execute_with_args(psprintf("UPDATE chroma_sync.mirror m SET column_types = "
-										   "chroma_sync.mirror_column_types(m), filter = $1, "
-										   "filter_node = $2 WHERE mirror_id = %d", mirror_id),
+										   "chroma_sync.mirror_column_types(m), filter = $1%s "
+										   "WHERE mirror_id = %d",
+										   mirror_filter_binds() ? ", filter_node = $2" : "",
+										   mirror_id),
 								  2, types, values, nulls, false, 0) != SPI_OK_UPDATE)
 			elog(ERROR, "could not record the mirror's column types");
 	}
@@ -1008,7 +1011,7 @@ chroma_adopt(PG_FUNCTION_ARGS)
 	relid = m->relid;
 
 	/* a restored tree holds OIDs of another database: bound again here, as the table owner */
-	filter_node = m->filter ? mirror_filter_derive(relid, m->filter) : NULL;
+	filter_node = m->filter && mirror_filter_binds() ? mirror_filter_derive(relid, m->filter) : NULL;
 
 	chroma_api_create_collection(m->collection, NULL, NULL, true, &coll);
 	ownership_claim(&coll, ownership_tag(sysid, MyDatabaseId, relid), true);
@@ -1026,8 +1029,12 @@ chroma_adopt(PG_FUNCTION_ARGS)
 		if (SPI_execute_with_args("UPDATE chroma_sync.mirror SET system_identifier = $2, database_oid = $3, "
 								  "collection_id = $4::uuid, paused = false, paused_reason = NULL, in_error = false, "
 								  "last_error = NULL, last_error_at = NULL, backfill_done = false, "
-								  "backfill_after = NULL, backfill_sent = 0, reconcile = true, "
-								  "filter_node = $5 WHERE mirror_id = $1",
+								  "backfill_after = NULL, backfill_sent = 0, reconcile = true "
+								  "WHERE mirror_id = $1",
+								  4, types, values, nulls, false, 0) != SPI_OK_UPDATE)
+			elog(ERROR, "could not record the adopted mirror");
+		if (mirror_filter_binds() &&
+			SPI_execute_with_args("UPDATE chroma_sync.mirror SET filter_node = $5 WHERE mirror_id = $1",
 								  5, types, values, nulls, false, 0) != SPI_OK_UPDATE)
 			elog(ERROR, "could not record the adopted mirror");
 	}

@@ -147,6 +147,15 @@ extern char *mirror_filter_derive(Oid relid, const char *filter);
 extern Node *mirror_filter_bound(MirrorConfig *m);
 
 /*
+ * The stored tree's text with the table's names as they are now (NULL: no tree made
+ * here), to keep the text (display, pg_dump, chroma_adopt) in step with renames.
+ */
+extern char *mirror_filter_text_now(MirrorConfig *m);
+
+/* Whether filters are bound (the catalog is 0.5's: filter_node, chroma_sync_filter.match). */
+extern bool mirror_filter_binds(void);
+
+/*
  * The mirror's filter for generated SQL (NULL: none): a call of chroma_sync_filter.match
  * on the whole row of the FROM item mirror_table_sql, after mirror_filter_bound's checks;
  * an ERROR (and m->filter_invalid) when they fail.

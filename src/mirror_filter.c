@@ -34,6 +34,7 @@
 #include "parser/parse_node.h"
 #include "parser/parse_relation.h"
 #include "parser/parser.h"
+#include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
 #include "utils/guc.h"
@@ -260,6 +261,19 @@ check_bound(Oid relid, Node *expr, const char *filter)
 		refuse(filter, "A filter must not cast to a domain whose CHECK constraint calls a function that is not immutable (such as now()).");
 }
 
+/* The text of a tree, names as they are now, in the pinned search_path (qualified outside pg_catalog). */
+static char *
+deparse(Oid relid, Node *expr)
+{
+	char	   *text = deparse_expression(expr, deparse_context_for(get_rel_name(relid), relid),
+										  false, false);
+
+	/* operators and boolean expressions deparse parenthesized, anything else is wrapped */
+	if (!IsA(expr, OpExpr) && !IsA(expr, BoolExpr))
+		text = psprintf("(%s)", text);
+	return text;
+}
+
 /*
  * Runs as the table's owner (mirror_become_table_owner): USAGE on schemas is checked for
  * that role. Names resolve in parse_path (NULL: the pinned search_path); the deparsed
@@ -292,11 +306,7 @@ canonical_as_owner(Oid relid, const char *filter, const char *parse_path, char *
 
 	if (parse_path)
 		set_search_path(MIRROR_OWNER_SEARCH_PATH);
-	text = deparse_expression(expr, deparse_context_for(RelationGetRelationName(rel), relid),
-							  false, false);
-	/* operators and boolean expressions deparse parenthesized, anything else is wrapped */
-	if (!IsA(expr, OpExpr) && !IsA(expr, BoolExpr))
-		text = psprintf("(%s)", text);
+	text = deparse(relid, expr);
 	*node = nodeToString(expr);
 	free_parsestate(pstate);
 	relation_close(rel, AccessShareLock);
@@ -365,8 +375,28 @@ mirror_filter_bound(MirrorConfig *m)
 	return expr;
 }
 
+char *
+mirror_filter_text_now(MirrorConfig *m)
+{
+	MirrorSavedUser su;
+	char	   *text;
+
+	if (m->filter == NULL || m->filter_node == NULL || !mirror_is_local(m))
+		return NULL;
+	mirror_become_table_owner(m->relid, &su);
+	text = deparse(m->relid, stringToNode(m->filter_node));
+	mirror_restore_user(&su);
+	return text;
+}
+
 /* Where chroma_sync_filter.match exists (0.5; before ALTER EXTENSION UPDATE it does not). */
 #define FILTER_SCHEMA "chroma_sync_filter"
+
+bool
+mirror_filter_binds(void)
+{
+	return OidIsValid(get_namespace_oid(FILTER_SCHEMA, true));
+}
 
 const char *
 mirror_filter_sql(MirrorConfig *m)
@@ -380,7 +410,7 @@ mirror_filter_sql(MirrorConfig *m)
 
 		/* a filter that no longer passes pauses the worker's mirror (worker.c) */
 		m->filter_invalid = true;
-		if (OidIsValid(get_namespace_oid(FILTER_SCHEMA, true)))
+		if (mirror_filter_binds())
 		{
 			char	   *nsp = get_namespace_name(get_rel_namespace(m->relid));
 			char	   *rel = get_rel_name(m->relid);
@@ -434,6 +464,11 @@ filter_match_prepare(FunctionCallInfo fcinfo, int mirror_id)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("mirror %d has no filter", mirror_id)));
+	/* the row is one the caller reads: never an oracle on a filter over a table she cannot */
+	if (pg_class_aclcheck(m->relid, GetUserId(), ACL_SELECT) != ACLCHECK_OK)
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("permission denied for table %s", get_rel_name(m->relid))));
 	expr = mirror_filter_bound(m);
 
 	old = MemoryContextSwitchTo(fcinfo->flinfo->fn_mcxt);

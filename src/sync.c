@@ -1045,7 +1045,7 @@ check_filter(MirrorConfig *m, MirrorState *st, TimestampTz *wake_at)
 		return false;
 	}
 	(void) mirror_filter_sql(m);
-	if (m->filter_node_derived != NULL && m->filter_node == NULL && get_rel_type_id(m->relid) != InvalidOid)
+	if (m->filter_node_derived != NULL && m->filter_node == NULL)
 	{
 		Oid			types[2] = {INT4OID, TEXTOID};
 		Datum		values[2] = {Int32GetDatum(m->mirror_id), CStringGetTextDatum(m->filter_node_derived)};
@@ -1053,6 +1053,20 @@ check_filter(MirrorConfig *m, MirrorState *st, TimestampTz *wake_at)
 		/* a filter stored by 0.4, bound now: the tree is what every later use evaluates */
 		sync_exec("UPDATE chroma_sync.mirror SET filter_node = $2 WHERE mirror_id = $1 "
 				  "AND filter_node IS NULL", 2, types, values, NULL, SPI_OK_UPDATE);
+	}
+	else
+	{
+		char	   *text = mirror_filter_text_now(m);
+
+		/* a column or the table renamed: the text shown (and dumped) follows the tree */
+		if (text != NULL && strcmp(text, m->filter) != 0)
+		{
+			Oid			types[2] = {INT4OID, TEXTOID};
+			Datum		values[2] = {Int32GetDatum(m->mirror_id), CStringGetTextDatum(text)};
+
+			sync_exec("UPDATE chroma_sync.mirror SET filter = $2 WHERE mirror_id = $1",
+					  2, types, values, NULL, SPI_OK_UPDATE);
+		}
 	}
 	sync_end_txn();
 	return true;

@@ -113,6 +113,10 @@ ok(poll_query($node, q{SELECT count(*) FROM chroma_get('cs_t090_c')}, '2', 20),
 is(status_row($node, 'public.c', 'state') . ' ' . (status_row($node, 'public.c', 'last_error') // ''), 'syncing ',
 	'(C) and is not paused');
 
+# the text shown (and dumped) follows the rename; the bound tree never needed it
+ok(poll_query($node, q{SELECT filter FROM chroma_sync.mirror WHERE collection = 'cs_t090_c'}, '(is_published)', 20),
+	'(C) the stored text of the filter names the column as it is now');
+
 # a whole-row reference is stored with the table's name: RENAME TABLE pauses the mirror
 q1(q{
 CREATE TABLE public.c2 (id int PRIMARY KEY, embedding real[], note text);
@@ -127,6 +131,24 @@ ok(poll_query($node, q{SELECT count(*) FROM chroma_get('cs_t090_c2')}, '2', 20),
 	'(C) after RENAME TABLE the mirror of a filter with a whole-row reference keeps syncing');
 is(status_row($node, 'public.c2_renamed', 'state') . ' ' . (status_row($node, 'public.c2_renamed', 'last_error') // ''),
 	'syncing ', '(C) and is not paused');
+
+# ---------------------------------------------------------------- dropped filter column
+# the tree reads a column that is gone: the mirror pauses and says why
+q1(q{ALTER TABLE public.c DROP COLUMN is_published});
+q1(q{INSERT INTO public.c VALUES (3, '{0,0,1}')});
+ok(poll_query($node, q{SELECT state FROM chroma_sync.status WHERE source = 'public.c'::regclass}, 'paused', 30),
+	'a dropped filter column pauses the mirror');
+like(status_row($node, 'public.c', 'last_error') // '', qr/no longer fits its table.*dropped/,
+	'and says why');
+
+# ---------------------------------------------------------------- chroma_sync_filter.match
+# anyone may call it, on a row of the mirror's table only, and it never takes an expression
+my $mid_b = q1(q{SELECT mirror_id FROM chroma_sync.mirror WHERE collection = 'cs_t090_b'});
+($ret, $out, $err) = $node->psql('postgres', qq{SELECT chroma_sync_filter.match($mid_b, a) FROM public.a},
+	extra_params => [ '-v', 'VERBOSITY=verbose' ]);
+like($err, qr/ERROR:\s+42804/, 'match() refuses a row of another table');
+is(q1(qq{SELECT string_agg(id::text || ':' || chroma_sync_filter.match($mid_b, b), ',' ORDER BY id) FROM public.b}),
+	'1:true,2:false', 'match() evaluates the bound filter on the table\'s rows');
 
 # ---------------------------------------------------------------- (D) domain CHECK
 q1(q{
