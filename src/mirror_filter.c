@@ -17,7 +17,10 @@
 #include "access/htup_details.h"
 #include "access/relation.h"
 #include "access/table.h"
+#include "catalog/dependency.h"
 #include "catalog/namespace.h"
+#include "catalog/pg_namespace.h"
+#include "commands/extension.h"
 #include "catalog/pg_attribute.h"
 #include "catalog/pg_constraint.h"
 #include "catalog/pg_proc.h"
@@ -395,7 +398,11 @@ mirror_filter_text_now(MirrorConfig *m)
 bool
 mirror_filter_binds(void)
 {
-	return OidIsValid(get_namespace_oid(FILTER_SCHEMA, true));
+	Oid			nsp = get_namespace_oid(FILTER_SCHEMA, true);
+
+	/* the extension's own schema, not one of that name someone created before the update */
+	return OidIsValid(nsp) &&
+		getExtensionOfObject(NamespaceRelationId, nsp) == get_extension_oid("chroma_sync", true);
 }
 
 const char *
