@@ -161,4 +161,22 @@ CREATE TABLE public.d (id int PRIMARY KEY, embedding real[], at timestamptz);
 like($err, qr/ERROR:\s+22023/,
 	'(D) a filter whose domain CHECK calls now() (stable) is refused like now() itself');
 
+# ---------------------------------------------------------------- restored copy, chroma_adopt
+# a restored tree holds the OIDs of another database: chroma_adopt binds the stored text
+# again there (the text followed the renames of (B), so it names the same column)
+ok(poll_query($node, q{SELECT filter FROM chroma_sync.mirror WHERE collection = 'cs_t090_b'}, '(was_published)', 20),
+	'(B) the stored text names the renamed column');
+my $dump = $PostgreSQL::Test::Utils::tmp_check . '/t090.dump';
+$node->command_ok([ 'pg_dump', '-Fc', '-f', $dump, '-d', 'postgres' ], 'pg_dump -Fc');
+$node->safe_psql('postgres', 'CREATE DATABASE copy090');
+$node->command_ok([ 'pg_restore', '--exit-on-error', '-d', 'copy090', $dump ], 'pg_restore into copy090');
+$node->safe_psql('copy090', q{UPDATE chroma_sync.mirror SET filter_node = 'garbage' WHERE collection = 'cs_t090_b'});
+$node->safe_psql('copy090', q{SELECT chroma_adopt('public.b')});
+is($node->safe_psql('copy090', q[SELECT filter_node LIKE '{VAR %' FROM chroma_sync.mirror WHERE collection = 'cs_t090_b']),
+	't', 'chroma_adopt binds the filter again in the new database');
+is($node->safe_psql('copy090', q{SELECT chroma_flush('public.b', interval '60 seconds')}, timeout => 90), 't',
+	'the adopted mirror flushes');
+is($node->safe_psql('copy090', q{SELECT rows, missing, extra, different FROM chroma_verify('public.b')}), '1|0|0|0',
+	'and selects the rows the original did');
+
 finish($node, $log0);
