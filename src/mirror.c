@@ -440,7 +440,7 @@ chroma_mirror(PG_FUNCTION_ARGS)
 	}
 	qname = qualified_name(relid);
 	relation_close(rel, NoLock);
-	/* checked as the table's owner, stored deparsed: only that form is ever run */
+	/* checked and bound as the table's owner: the tree is what runs, the text is shown */
 	if (filter)
 		filter = mirror_filter_canonical(relid, filter, &filter_node);
 

@@ -1026,9 +1026,11 @@ ensure_collection(MirrorConfig *m, MirrorState *st, TimestampTz *wake_at)
 
 /*
  * Checks the stored filter once per loaded configuration, before any read: one that
- * fails (stored by 0.4, or a function gone) raises with m->filter_invalid, and the
- * worker pauses the mirror (a failure inside a row's read would only fail that row).
- * False when the table is locked: checked on a later step.
+ * fails (text stored by 0.4 that does not pass, a function or a column it reads gone)
+ * raises with m->filter_invalid, and the worker pauses the mirror (a failure inside a
+ * row's read would only fail that row). Stores the tree of a filter 0.4 left unbound, and
+ * the text of a bound one after renames. False when the table is locked: checked on a
+ * later step.
  */
 static bool
 check_filter(MirrorConfig *m, MirrorState *st, TimestampTz *wake_at)
