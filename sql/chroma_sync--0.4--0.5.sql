@@ -243,3 +243,24 @@ BEGIN
 	END LOOP;
 END
 $$;
+
+-- ===== Filters bound once, like CHECK constraints (TAP 090) =====
+-- A filter's text was parsed again at every use: its names were looked up again, so an
+-- overload planted later in a function's schema, or two columns that swapped names,
+-- changed what it ran. chroma_mirror now also stores the analyzed tree (columns by
+-- attnum, functions and operators by OID); generated SQL calls
+-- chroma_sync_filter.match(mirror_id, row), which evaluates that tree on the row.
+-- filter stays, deparsed, for display, pg_dump and chroma_adopt (which binds it again in
+-- the new database). A filter stored by 0.4 is bound by the worker the first time it
+-- loads the mirror. The function has a schema of its own, USAGE for everyone, CREATE for
+-- nobody: generated SQL runs as the table's owner, who needs no USAGE on chroma_sync, and
+-- nobody can plant an overload next to it.
+ALTER TABLE chroma_sync.mirror ADD COLUMN filter_node text;
+CREATE SCHEMA chroma_sync_filter;
+REVOKE ALL ON SCHEMA chroma_sync_filter FROM PUBLIC;
+GRANT USAGE ON SCHEMA chroma_sync_filter TO PUBLIC;
+-- it evaluates only the stored, checked filter of a mirror, on a row of that mirror's
+-- table that the caller passes (and so can read already), with the caller's rights
+CREATE FUNCTION chroma_sync_filter.match(mirror_id integer, "row" record) RETURNS boolean
+	AS 'MODULE_PATHNAME', 'chroma_sync_filter_match' LANGUAGE C STABLE STRICT;
+GRANT EXECUTE ON FUNCTION chroma_sync_filter.match(integer, record) TO PUBLIC;

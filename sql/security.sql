@@ -63,13 +63,14 @@ ORDER BY name;
 RESET ROLE;
 
 -- No function the extension puts in its schema is executable without a GRANT
--- (internal helpers live in schema chroma_sync) ...
+-- (internal helpers live in schema chroma_sync; chroma_sync_filter.match, called by
+-- generated SQL as a table's owner, is executable by PUBLIC) ...
 SELECT p.oid::regprocedure AS function
 FROM pg_depend AS d JOIN pg_proc AS p ON p.oid = d.objid
 	JOIN pg_namespace AS n ON n.oid = p.pronamespace
 WHERE d.refclassid = 'pg_extension'::regclass AND d.classid = 'pg_proc'::regclass
 	AND d.refobjid = (SELECT oid FROM pg_extension WHERE extname = 'chroma_sync')
-	AND d.deptype = 'e' AND n.nspname <> 'chroma_sync'
+	AND d.deptype = 'e' AND n.nspname NOT IN ('chroma_sync', 'chroma_sync_filter')
 	AND has_function_privilege('regress_cs_user', p.oid, 'EXECUTE')
 ORDER BY 1::text;
 

@@ -65,6 +65,6 @@ chroma_sync_record_columns(PG_FUNCTION_ARGS)
 		PG_RETURN_BOOL(false);
 	mirror_columns_record(m->mirror_id, m->relid, m->nkeys, m->key_attnums, m->embedding_attnum,
 						  m->document_attnum, m->nmeta, m->meta_attnums,
-						  m->filter ? mirror_filter_attnums(m->relid, m->filter) : NULL);
+						  m->filter ? mirror_filter_attnums(m->relid, m->filter, m->filter_node) : NULL);
 	PG_RETURN_BOOL(true);
 }

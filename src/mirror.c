@@ -351,6 +351,7 @@ chroma_mirror(PG_FUNCTION_ARGS)
 	bool		reconcile;
 	bool		adopt = PG_NARGS() > 7 && !PG_ARGISNULL(7) && PG_GETARG_BOOL(7);
 	char	   *filter = (PG_NARGS() > 8 && !PG_ARGISNULL(8)) ? text_to_cstring(PG_GETARG_TEXT_PP(8)) : NULL;
+	char	   *filter_node = NULL;
 	AttrNumber	id_atts[INDEX_MAX_KEYS];
 	int			nid;
 	AttrNumber	emb_att;
@@ -444,11 +445,11 @@ chroma_mirror(PG_FUNCTION_ARGS)
 	}
 	qname = qualified_name(relid);
 	relation_close(rel, NoLock);
-	/* checked as the table's owner, stored deparsed: only that form is ever run */
+	/* checked and bound as the table's owner: the tree is what runs, the text is shown */
 	if (filter)
 	{
-		filter = mirror_filter_canonical(relid, filter);
-		filter_atts = mirror_filter_attnums(relid, filter);
+		filter = mirror_filter_canonical(relid, filter, &filter_node);
+		filter_atts = mirror_filter_attnums(relid, filter, filter_node);
 	}
 
 	chroma_become_extension_owner(&su);
@@ -523,15 +524,20 @@ chroma_mirror(PG_FUNCTION_ARGS)
 	}
 
 	{
-		Oid			types[1] = {TEXTOID};
-		Datum		values[1];
-		char		nulls[1] = {filter ? ' ' : 'n'};
+		Oid			types[2] = {TEXTOID, TEXTOID};
+		Datum		values[2];
+		char		nulls[2] = {filter ? ' ' : 'n', filter ? ' ' : 'n'};
 
+		/* the text for display, dump and chroma_adopt; the bound tree for every use */
 		values[0] = filter ? CStringGetTextDatum(filter) : (Datum) 0;
+		values[1] = filter ? CStringGetTextDatum(filter_node) : (Datum) 0;
+		/* (a 0.4 catalog, before ALTER EXTENSION UPDATE, has no filter_node: the text alone) */
 		if (SPI_execute_with_args(psprintf("UPDATE chroma_sync.mirror m SET column_types = "
-										   "chroma_sync.mirror_column_types(m), filter = $1 "
-										   "WHERE mirror_id = %d", mirror_id),
-								  1, types, values, nulls, false, 0) != SPI_OK_UPDATE)
+										   "chroma_sync.mirror_column_types(m), filter = $1%s "
+										   "WHERE mirror_id = %d",
+										   mirror_filter_binds() ? ", filter_node = $2" : "",
+										   mirror_id),
+								  2, types, values, nulls, false, 0) != SPI_OK_UPDATE)
 			elog(ERROR, "could not record the mirror's column types");
 	}
 	{
@@ -962,7 +968,7 @@ record_columns_as_they_are(MirrorConfig *m)
 		check_key_type(m->relid, m->key_attnums[i]);
 	check_embedding_type(m->relid, m->embedding_attnum);
 	/* the filter as the caller reads it (a column it names that was renamed: an error here) */
-	filter_atts = m->filter ? mirror_filter_attnums(m->relid, m->filter) : NULL;
+	filter_atts = m->filter ? mirror_filter_attnums(m->relid, m->filter, m->filter_node) : NULL;
 	chroma_become_extension_owner(&su);
 	mirror_columns_record(m->mirror_id, m->relid, m->nkeys, m->key_attnums, m->embedding_attnum,
 						  m->document_attnum, m->nmeta, m->meta_attnums, filter_atts);
@@ -1044,11 +1050,15 @@ chroma_adopt(PG_FUNCTION_ARGS)
 	ChromaSavedUser su;
 	ChromaCollection coll;
 	char	   *sysid = mirror_system_identifier();
+	char	   *filter_node;
 
 	m = owned_mirror(fcinfo, 1);
 	relid = m->relid;
 	/* found again by name in a restored copy; a mismatch is refused before Chroma is touched */
 	mirror_columns_require(m, "adopt");
+
+	/* a restored tree holds OIDs of another database: bound again here, as the table owner */
+	filter_node = m->filter && mirror_filter_binds() ? mirror_filter_derive(relid, m->filter) : NULL;
 
 	chroma_api_create_collection(m->collection, NULL, NULL, true, &coll);
 	ownership_claim(&coll, ownership_tag(sysid, MyDatabaseId, relid), true);
@@ -1056,16 +1066,24 @@ chroma_adopt(PG_FUNCTION_ARGS)
 	chroma_become_extension_owner(&su);
 	SPI_connect();
 	{
-		Oid			types[4] = {INT4OID, TEXTOID, OIDOID, TEXTOID};
-		Datum		values[4] = {Int32GetDatum(m->mirror_id), CStringGetTextDatum(sysid),
-		ObjectIdGetDatum(MyDatabaseId), CStringGetTextDatum(coll.id)};
+		Oid			types[5] = {INT4OID, TEXTOID, OIDOID, TEXTOID, TEXTOID};
+		Datum		values[5] = {Int32GetDatum(m->mirror_id), CStringGetTextDatum(sysid),
+			ObjectIdGetDatum(MyDatabaseId), CStringGetTextDatum(coll.id),
+		filter_node ? CStringGetTextDatum(filter_node) : (Datum) 0};
+		char		nulls[5] = {' ', ' ', ' ', ' ', filter_node ? ' ' : 'n'};
 
 		/* this database now writes the collection: send everything, delete strays */
-		spi_exec("UPDATE chroma_sync.mirror SET system_identifier = $2, database_oid = $3, "
-				 "collection_id = $4::uuid, paused = false, paused_reason = NULL, in_error = false, "
-				 "last_error = NULL, last_error_at = NULL, backfill_done = false, "
-				 "backfill_after = NULL, backfill_sent = 0, reconcile = true WHERE mirror_id = $1",
-				 4, types, values, SPI_OK_UPDATE);
+		if (SPI_execute_with_args("UPDATE chroma_sync.mirror SET system_identifier = $2, database_oid = $3, "
+								  "collection_id = $4::uuid, paused = false, paused_reason = NULL, in_error = false, "
+								  "last_error = NULL, last_error_at = NULL, backfill_done = false, "
+								  "backfill_after = NULL, backfill_sent = 0, reconcile = true "
+								  "WHERE mirror_id = $1",
+								  4, types, values, nulls, false, 0) != SPI_OK_UPDATE)
+			elog(ERROR, "could not record the adopted mirror");
+		if (mirror_filter_binds() &&
+			SPI_execute_with_args("UPDATE chroma_sync.mirror SET filter_node = $5 WHERE mirror_id = $1",
+								  5, types, values, nulls, false, 0) != SPI_OK_UPDATE)
+			elog(ERROR, "could not record the adopted mirror");
 		/* keys queued with the attnums of another table (a restored copy): the backfill sends all */
 		spi_exec("DELETE FROM chroma_sync.queue WHERE mirror_id = $1", 1, types, values, SPI_OK_DELETE);
 	}

@@ -18,6 +18,7 @@
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "nodes/bitmapset.h"
+#include "nodes/readfuncs.h"
 #include "optimizer/optimizer.h"
 #include "parser/parser.h"
 #include "tcop/tcopprot.h"
@@ -96,7 +97,8 @@ rename_is_harmless(MirrorConfig *m, MirrorColumn *c)
 			/* a jsonb column contributes its keys; any other is key = its name */
 			return get_atttype(m->relid, c->attnum) == JSONBOID;
 		case MIRROR_COLUMN_FILTER:
-			return false;		/* the filter's text names it */
+			/* a bound filter (0.5) refers to it by attnum; a 0.4 text names it */
+			return m->filter_node != NULL;
 	}
 	return false;
 }
@@ -247,22 +249,32 @@ mirror_columns_require(MirrorConfig *m, const char *action)
 }
 
 Bitmapset *
-mirror_filter_attnums(Oid relid, const char *filter)
+mirror_filter_attnums(Oid relid, const char *filter, const char *filter_node)
 {
-	char	   *sql = psprintf("SELECT 1 FROM ONLY %s WHERE (%s)",
-							   quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
-														  get_rel_name(relid)), filter);
-	List	   *raw = raw_parser(sql, RAW_PARSE_DEFAULT);
-	Query	   *q;
 	Bitmapset  *vars = NULL;
 	Bitmapset  *r = NULL;
 	int			x = -1;
 
-	if (list_length(raw) != 1)
-		elog(ERROR, "could not parse the filter of a mirror");
-	q = linitial_node(Query, pg_analyze_and_rewrite_fixedparams(linitial(raw), sql, NULL, 0, NULL));
-	if (q->jointree && q->jointree->quals)
-		pull_varattnos(q->jointree->quals, 1, &vars);
+	if (filter_node != NULL)
+	{
+		/* the bound tree (0.5): its columns by attnum, whatever they are called now */
+		pull_varattnos(stringToNode(filter_node), 1, &vars);
+	}
+	else
+	{
+		/* a filter stored by 0.4 as text */
+		char	   *sql = psprintf("SELECT 1 FROM ONLY %s WHERE (%s)",
+								   quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
+															  get_rel_name(relid)), filter);
+		List	   *raw = raw_parser(sql, RAW_PARSE_DEFAULT);
+		Query	   *q;
+
+		if (list_length(raw) != 1)
+			elog(ERROR, "could not parse the filter of a mirror");
+		q = linitial_node(Query, pg_analyze_and_rewrite_fixedparams(linitial(raw), sql, NULL, 0, NULL));
+		if (q->jointree && q->jointree->quals)
+			pull_varattnos(q->jointree->quals, 1, &vars);
+	}
 	while ((x = bms_next_member(vars, x)) >= 0)
 	{
 		AttrNumber	a = x + FirstLowInvalidHeapAttributeNumber;

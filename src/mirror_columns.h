@@ -23,7 +23,7 @@ extern void mirror_columns_resolve(MirrorConfig *m);
  * The attnums of the columns a filter names: the filter parsed against the table, with
  * the caller's search_path (as chroma_mirror checked it).
  */
-extern Bitmapset *mirror_filter_attnums(Oid relid, const char *filter);
+extern Bitmapset *mirror_filter_attnums(Oid relid, const char *filter, const char *filter_node);
 
 /*
  * Records the columns of a mirror from the catalog: names, attnums and types of the

@@ -28,8 +28,10 @@
 	"mirror_id, source::oid, collection, collection_id::text, id_columns, " \
 	"embedding_column, document_column, metadata_columns, owner, dimension, " \
 	"metadata_keys, paused, backfill_done, backfill_after, reconcile, " \
-	"system_identifier, database_oid, filter"
-/* 0.5 records the columns by name and type; an older catalog has none (columns 19-21) */
+	"system_identifier, database_oid, filter, " \
+	/* filter_node came in 0.5: NULL before ALTER EXTENSION UPDATE */ \
+	"pg_catalog.to_jsonb(m) OPERATOR(pg_catalog.->>) 'filter_node'"
+/* 0.5 records the columns by name and type; an older catalog has none (columns 20-22) */
 #define MIRROR_COLUMNS_BY_NAME ", column_names::text[], column_attnums, column_type_names"
 #define MIRROR_COLUMNS_NONE ", NULL::text[], NULL::int2[], NULL::text[]"
 
@@ -73,9 +75,9 @@ recorded_columns(MirrorConfig *m, HeapTuple tup, TupleDesc td)
 	bool		n1,
 				n2,
 				n3;
-	Datum		dn = SPI_getbinval(tup, td, 19, &n1);
-	Datum		da = SPI_getbinval(tup, td, 20, &n2);
-	Datum		dt = SPI_getbinval(tup, td, 21, &n3);
+	Datum		dn = SPI_getbinval(tup, td, 20, &n1);
+	Datum		da = SPI_getbinval(tup, td, 21, &n2);
+	Datum		dt = SPI_getbinval(tup, td, 22, &n3);
 	char	  **names;
 	char	  **types;
 	AttrNumber *atts;
@@ -146,6 +148,7 @@ config_from_tuple(HeapTuple tup, TupleDesc td, const char *sysid)
 	m->system_identifier = SPI_getvalue(tup, td, 16);
 	m->database_oid = DatumGetObjectId(SPI_getbinval(tup, td, 17, &isnull));
 	m->filter = SPI_getvalue(tup, td, 18);
+	m->filter_node = SPI_getvalue(tup, td, 19);
 	m->home = m->database_oid == MyDatabaseId && strcmp(m->system_identifier, sysid) == 0;
 	recorded_columns(m, tup, td);
 	if (get_rel_name(m->relid) != NULL)
@@ -171,7 +174,7 @@ load_where(const char *where, int nargs, Oid *types, Datum *values)
 	List	   *result = NIL;
 	MemoryContext caller = CurrentMemoryContext;
 	char	   *sysid = mirror_system_identifier();
-	char	   *sql = psprintf("SELECT " MIRROR_COLUMNS "%s FROM chroma_sync.mirror %s ORDER BY mirror_id",
+	char	   *sql = psprintf("SELECT " MIRROR_COLUMNS "%s FROM chroma_sync.mirror m %s ORDER BY mirror_id",
 						   mirror_columns_by_name_exist() ? MIRROR_COLUMNS_BY_NAME : MIRROR_COLUMNS_NONE,
 						   where);
 

@@ -62,7 +62,9 @@ typedef struct MirrorConfig
 	char	   *system_identifier;
 	Oid			database_oid;
 	char	   *filter;			/* as stored: deparsed by chroma_mirror (raw text before 0.5) */
-	char	   *filter_sql;		/* the stored filter checked and deparsed again (mirror_filter_sql) */
+	char	   *filter_node;	/* the bound tree stored with it (NULL: stored by 0.4) */
+	char	   *filter_node_derived;	/* the tree bound again from the text (mirror_filter_bound) */
+	char	   *filter_sql;		/* the filter in generated SQL (mirror_filter_sql) */
 	bool		filter_invalid; /* the stored filter failed that check */
 	bool		home;			/* in the database and cluster it was created in */
 	int			ncolumns;
@@ -168,15 +170,37 @@ extern void mirror_restore_user(MirrorSavedUser *s);
 
 /*
  * The filter `filter` of table relid, checked (one boolean expression over the row,
- * immutable functions only, no subquery) with the table owner's rights, names resolved in
- * the caller's search_path, deparsed with names outside pg_catalog qualified: the form
- * chroma_mirror stores. ERROR otherwise.
+ * immutable functions only, no subquery, no domain with a mutable CHECK) with the table
+ * owner's rights, names resolved in the caller's search_path: returns the deparsed text
+ * (names outside pg_catalog qualified, for display) and sets *node to the analyzed tree
+ * (nodeToString: columns by attnum, functions by OID), the forms chroma_mirror stores.
+ * ERROR otherwise.
  */
-extern char *mirror_filter_canonical(Oid relid, const char *filter);
+extern char *mirror_filter_canonical(Oid relid, const char *filter, char **node);
+
+/* The tree of a stored filter text, bound again as the table owner in the pinned search_path. */
+extern char *mirror_filter_derive(Oid relid, const char *filter);
 
 /*
- * The mirror's stored filter for generated SQL (NULL: none), checked again as
- * mirror_filter_canonical does; an ERROR (and m->filter_invalid) when it fails.
+ * The mirror's bound filter (NULL: none), checked against the table as it is now: the
+ * stored tree, or one derived from the text (m->filter_node_derived) when none was stored
+ * (0.4) or it was stored in another database or cluster. ERROR when it no longer fits.
+ */
+extern Node *mirror_filter_bound(MirrorConfig *m);
+
+/*
+ * The stored tree's text with the table's names as they are now (NULL: no tree made
+ * here), to keep the text (display, pg_dump, chroma_adopt) in step with renames.
+ */
+extern char *mirror_filter_text_now(MirrorConfig *m);
+
+/* Whether filters are bound (the catalog is 0.5's: filter_node, chroma_sync_filter.match). */
+extern bool mirror_filter_binds(void);
+
+/*
+ * The mirror's filter for generated SQL (NULL: none): a call of chroma_sync_filter.match
+ * on the whole row of the FROM item mirror_table_sql, after mirror_filter_bound's checks;
+ * an ERROR (and m->filter_invalid) when they fail.
  */
 extern const char *mirror_filter_sql(MirrorConfig *m);
 

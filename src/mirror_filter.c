@@ -1,16 +1,34 @@
 /*
  * mirror_filter.c — a mirror's row filter: parsed alone as exactly one boolean expression
  * over the table's row, checked (immutable functions only, no subquery, aggregate,
- * window or set-returning function, no parameter) and deparsed with every name that
- * pg_catalog does not hold schema-qualified. chroma_mirror resolves the names in the
- * caller's search_path and stores the deparsed form; generated SQL embeds only the stored
- * form, checked again (names resolved in the pinned search_path) when a mirror is loaded:
- * filters stored by 0.4 were raw text.
+ * window or set-returning function, no parameter, no cast to a domain whose CHECK calls a
+ * mutable function) and bound once, as PostgreSQL binds a CHECK constraint: chroma_mirror
+ * stores the analyzed tree (filter_node: columns by attnum, functions and operators by
+ * OID) next to its deparsed text (filter, for display, dump and chroma_adopt). Generated
+ * SQL never embeds the filter: it calls chroma_sync_filter.match(mirror_id, row), which
+ * evaluates the stored tree on the row. Renames change nothing; an overload planted later
+ * is never chosen. A tree stored in another database or cluster (a restored copy), or
+ * none (stored by 0.4), is derived again from the text, as the table owner, with the
+ * pinned search_path.
  */
 #include "postgres.h"
 
+#include "access/genam.h"
+#include "access/htup_details.h"
 #include "access/relation.h"
+#include "access/table.h"
+#include "catalog/dependency.h"
 #include "catalog/namespace.h"
+#include "catalog/pg_namespace.h"
+#include "commands/extension.h"
+#include "catalog/pg_attribute.h"
+#include "catalog/pg_constraint.h"
+#include "catalog/pg_proc.h"
+#include "catalog/pg_type.h"
+#include "executor/executor.h"
+#include "executor/tuptable.h"
+#include "funcapi.h"
+#include "miscadmin.h"
 #include "nodes/nodeFuncs.h"
 #include "optimizer/optimizer.h"
 #include "parser/parse_coerce.h"
@@ -19,14 +37,22 @@
 #include "parser/parse_node.h"
 #include "parser/parse_relation.h"
 #include "parser/parser.h"
+#include "utils/acl.h"
 #include "utils/builtins.h"
+#include "utils/fmgroids.h"
 #include "utils/guc.h"
+#include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
 #include "utils/ruleutils.h"
+#include "utils/syscache.h"
+#include "utils/typcache.h"
 
 #include "mirror_config.h"
 #include "pg_compat.h"
+#include "trigger.h"
+
+PG_FUNCTION_INFO_V1(chroma_sync_filter_match);
 
 /* A position in an error is one in the filter, not in the caller's statement. */
 static void
@@ -95,13 +121,169 @@ set_search_path(const char *path)
 							 GUC_ACTION_SAVE, true, 0, false);
 }
 
+/* A domain, or one it is based on, with a CHECK constraint that calls a mutable function. */
+static bool
+domain_check_is_mutable(Oid typid)
+{
+	while (get_typtype(typid) == TYPTYPE_DOMAIN)
+	{
+		Relation	con = table_open(ConstraintRelationId, AccessShareLock);
+		ScanKeyData key;
+		SysScanDesc scan;
+		HeapTuple	tup;
+		bool		mutable = false;
+
+		ScanKeyInit(&key, Anum_pg_constraint_contypid, BTEqualStrategyNumber, F_OIDEQ,
+					ObjectIdGetDatum(typid));
+		scan = systable_beginscan(con, ConstraintTypidIndexId, true, NULL, 1, &key);
+		while (!mutable && HeapTupleIsValid(tup = systable_getnext(scan)))
+		{
+			Form_pg_constraint c = (Form_pg_constraint) GETSTRUCT(tup);
+			bool		isnull;
+			Datum		bin;
+
+			if (c->contype != CONSTRAINT_CHECK)
+				continue;
+			bin = heap_getattr(tup, Anum_pg_constraint_conbin, RelationGetDescr(con), &isnull);
+			if (!isnull)
+				mutable = contain_mutable_functions(stringToNode(TextDatumGetCString(bin)));
+		}
+		systable_endscan(scan);
+		table_close(con, AccessShareLock);
+		if (mutable)
+			return true;
+		{
+			/* one step down: a domain over a domain has the constraints of both */
+			HeapTuple	t = SearchSysCache1(TYPEOID, ObjectIdGetDatum(typid));
+
+			if (!HeapTupleIsValid(t))
+				elog(ERROR, "cache lookup failed for type %u", typid);
+			typid = ((Form_pg_type) GETSTRUCT(t))->typbasetype;
+			ReleaseSysCache(t);
+		}
+	}
+	return false;
+}
+
+static bool
+mutable_domain_walker(Node *node, void *context)
+{
+	if (node == NULL)
+		return false;
+	if (IsA(node, CoerceToDomain) && domain_check_is_mutable(((CoerceToDomain *) node)->resulttype))
+		return true;
+	return expression_tree_walker(node, mutable_domain_walker, context);
+}
+
+static bool
+function_missing(Oid funcid, void *context)
+{
+	return !SearchSysCacheExists1(PROCOID, ObjectIdGetDatum(funcid));
+}
+
+typedef struct BoundCheck
+{
+	Oid			relid;
+	const char *problem;		/* set when the tree no longer fits the table */
+} BoundCheck;
+
+/* Every Var is a live column of the table, of the type it had; every function exists. */
+static bool
+bound_walker(Node *node, void *context)
+{
+	BoundCheck *bc = (BoundCheck *) context;
+
+	if (node == NULL)
+		return false;
+	if (IsA(node, Var))
+	{
+		Var		   *var = (Var *) node;
+
+		if (var->varno != 1 || var->varlevelsup != 0 || var->varattno < 0)
+		{
+			bc->problem = "It reads something other than a column of the table's row.";
+			return true;
+		}
+		if (var->varattno == 0)
+		{
+			if (var->vartype != get_rel_type_id(bc->relid))
+			{
+				bc->problem = "Its whole-row reference is not of the table's row type.";
+				return true;
+			}
+		}
+		else
+		{
+			HeapTuple	tup = SearchSysCacheAttNum(bc->relid, var->varattno);
+			bool		ok = false;
+
+			if (HeapTupleIsValid(tup))
+			{
+				Form_pg_attribute att = (Form_pg_attribute) GETSTRUCT(tup);
+
+				ok = !att->attisdropped && att->atttypid == var->vartype;
+				ReleaseSysCache(tup);
+			}
+			if (!ok)
+			{
+				bc->problem = psprintf("Column %d of the table, which it reads, was dropped or changed its type.",
+									   var->varattno);
+				return true;
+			}
+		}
+		return false;
+	}
+	if (check_functions_in_node(node, function_missing, NULL))
+	{
+		bc->problem = "A function or operator it calls was dropped.";
+		return true;
+	}
+	return expression_tree_walker(node, bound_walker, context);
+}
+
+/*
+ * The checks of a filter's tree, at chroma_mirror and at each use: it fits the table as
+ * it is now, calls only immutable functions, casts to no domain with a mutable CHECK.
+ */
+static void
+check_bound(Oid relid, Node *expr, const char *filter)
+{
+	BoundCheck	bc = {relid, NULL};
+
+	if (exprType(expr) != BOOLOID)
+		refuse(filter, "A filter is a boolean expression.");
+	if (bound_walker(expr, &bc))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("the mirror filter %s no longer fits its table", filter),
+				 errdetail_internal("%s", bc.problem),
+				 errhint("Re-create the mirror with chroma_unmirror and chroma_mirror.")));
+	if (contain_mutable_functions(expr))
+		refuse(filter, "A filter may call only immutable functions (not volatile or stable ones such as now() or current_setting()): a row's place in the collection must depend on the row alone.");
+	if (mutable_domain_walker(expr, NULL))
+		refuse(filter, "A filter must not cast to a domain whose CHECK constraint calls a function that is not immutable (such as now()).");
+}
+
+/* The text of a tree, names as they are now, in the pinned search_path (qualified outside pg_catalog). */
+static char *
+deparse(Oid relid, Node *expr)
+{
+	char	   *text = deparse_expression(expr, deparse_context_for(get_rel_name(relid), relid),
+										  false, false);
+
+	/* operators and boolean expressions deparse parenthesized, anything else is wrapped */
+	if (!IsA(expr, OpExpr) && !IsA(expr, BoolExpr))
+		text = psprintf("(%s)", text);
+	return text;
+}
+
 /*
  * Runs as the table's owner (mirror_become_table_owner): USAGE on schemas is checked for
- * that role. Names resolve in parse_path (NULL: the pinned search_path, as when the
- * filter runs); the deparsed text qualifies every name the pinned path would not find.
+ * that role. Names resolve in parse_path (NULL: the pinned search_path); the deparsed
+ * text qualifies every name the pinned path would not find. *node: the analyzed tree.
  */
 static char *
-canonical_as_owner(Oid relid, const char *filter, const char *parse_path)
+canonical_as_owner(Oid relid, const char *filter, const char *parse_path, char **node)
 {
 	Node	   *raw = parse_one_expression(filter);
 	Relation	rel = relation_open(relid, AccessShareLock);
@@ -123,23 +305,19 @@ canonical_as_owner(Oid relid, const char *filter, const char *parse_path)
 	assign_expr_collations(pstate, expr);
 	if (pstate->p_hasSubLinks)
 		refuse(filter, "A filter must not contain a subquery: a change to another table would not re-send the row.");
-	if (contain_mutable_functions(expr))
-		refuse(filter, "A filter may call only immutable functions (not volatile or stable ones such as now() or current_setting()): a row's place in the collection must depend on the row alone.");
+	check_bound(relid, expr, filter);
 
 	if (parse_path)
 		set_search_path(MIRROR_OWNER_SEARCH_PATH);
-	text = deparse_expression(expr, deparse_context_for(RelationGetRelationName(rel), relid),
-							  false, false);
-	/* operators and boolean expressions deparse parenthesized, anything else is wrapped */
-	if (!IsA(expr, OpExpr) && !IsA(expr, BoolExpr))
-		text = psprintf("(%s)", text);
+	text = deparse(relid, expr);
+	*node = nodeToString(expr);
 	free_parsestate(pstate);
 	relation_close(rel, AccessShareLock);
 	return text;
 }
 
 static char *
-canonical(Oid relid, const char *filter, const char *parse_path)
+canonical(Oid relid, const char *filter, const char *parse_path, char **node)
 {
 	MirrorSavedUser su;
 	ErrorContextCallback cb;
@@ -150,17 +328,81 @@ canonical(Oid relid, const char *filter, const char *parse_path)
 	cb.previous = error_context_stack;
 	error_context_stack = &cb;
 	mirror_become_table_owner(relid, &su);
-	text = canonical_as_owner(relid, filter, parse_path);
+	text = canonical_as_owner(relid, filter, parse_path, node);
 	mirror_restore_user(&su);
 	error_context_stack = cb.previous;
 	return text;
 }
 
 char *
-mirror_filter_canonical(Oid relid, const char *filter)
+mirror_filter_canonical(Oid relid, const char *filter, char **node)
 {
 	/* the names the caller wrote, as the caller's search_path finds them */
-	return canonical(relid, filter, pstrdup(namespace_search_path));
+	return canonical(relid, filter, pstrdup(namespace_search_path), node);
+}
+
+char *
+mirror_filter_derive(Oid relid, const char *filter)
+{
+	char	   *node;
+
+	(void) canonical(relid, filter, NULL, &node);
+	return node;
+}
+
+/* Whether the stored tree was made here: OIDs of another database mean nothing. */
+static bool
+mirror_is_local(MirrorConfig *m)
+{
+	return m->database_oid == MyDatabaseId && m->system_identifier != NULL &&
+		strcmp(m->system_identifier, mirror_system_identifier()) == 0;
+}
+
+Node *
+mirror_filter_bound(MirrorConfig *m)
+{
+	Node	   *expr;
+
+	if (m->filter == NULL)
+		return NULL;
+	if (m->filter_node != NULL && mirror_is_local(m))
+		expr = stringToNode(m->filter_node);
+	else
+	{
+		/* stored by 0.4, or restored: bound again from the text (stored by the worker, chroma_adopt) */
+		m->filter_node_derived = MemoryContextStrdup(GetMemoryChunkContext(m),
+													 mirror_filter_derive(m->relid, m->filter));
+		expr = stringToNode(m->filter_node_derived);
+	}
+	check_bound(m->relid, expr, m->filter);
+	return expr;
+}
+
+char *
+mirror_filter_text_now(MirrorConfig *m)
+{
+	MirrorSavedUser su;
+	char	   *text;
+
+	if (m->filter == NULL || m->filter_node == NULL || !mirror_is_local(m))
+		return NULL;
+	mirror_become_table_owner(m->relid, &su);
+	text = deparse(m->relid, stringToNode(m->filter_node));
+	mirror_restore_user(&su);
+	return text;
+}
+
+/* Where chroma_sync_filter.match exists (0.5; before ALTER EXTENSION UPDATE it does not). */
+#define FILTER_SCHEMA "chroma_sync_filter"
+
+bool
+mirror_filter_binds(void)
+{
+	Oid			nsp = get_namespace_oid(FILTER_SCHEMA, true);
+
+	/* the extension's own schema, not one of that name someone created before the update */
+	return OidIsValid(nsp) &&
+		getExtensionOfObject(NamespaceRelationId, nsp) == get_extension_oid("chroma_sync", true);
 }
 
 const char *
@@ -171,12 +413,120 @@ mirror_filter_sql(MirrorConfig *m)
 	if (m->filter_sql == NULL)
 	{
 		char	   *text;
+		MemoryContext mcxt = GetMemoryChunkContext(m);
 
 		/* a filter that no longer passes pauses the worker's mirror (worker.c) */
 		m->filter_invalid = true;
-		text = canonical(m->relid, m->filter, NULL);
-		m->filter_sql = MemoryContextStrdup(GetMemoryChunkContext(m), text);
+		if (mirror_filter_binds())
+		{
+			char	   *nsp = get_namespace_name(get_rel_namespace(m->relid));
+			char	   *rel = get_rel_name(m->relid);
+
+			(void) mirror_filter_bound(m);
+			if (nsp == NULL || rel == NULL)
+				ereport(ERROR,
+						(errcode(ERRCODE_UNDEFINED_TABLE),
+						 errmsg("table of mirror %d no longer exists", m->mirror_id)));
+			/* the row of the FROM item ONLY nsp.rel (mirror_table_sql), whole */
+			text = psprintf(FILTER_SCHEMA ".match(%d, %s.%s.*)", m->mirror_id,
+							quote_identifier(nsp), quote_identifier(rel));
+		}
+		else
+		{
+			char	   *node;
+
+			/* the extension is not updated to 0.5 yet: the checked text, as 0.4 did */
+			text = canonical(m->relid, m->filter, NULL, &node);
+		}
+		m->filter_sql = MemoryContextStrdup(mcxt, text);
 		m->filter_invalid = false;
 	}
 	return m->filter_sql;
+}
+
+/* What chroma_sync_filter.match keeps for one call site, for one statement. */
+typedef struct FilterMatchCache
+{
+	int			mirror_id;
+	Oid			reltype;
+	TupleTableSlot *slot;
+	ExprContext *econtext;
+	ExprState  *state;
+} FilterMatchCache;
+
+static FilterMatchCache *
+filter_match_prepare(FunctionCallInfo fcinfo, int mirror_id)
+{
+	MemoryContext old;
+	ChromaSavedUser su;
+	MirrorConfig *m;
+	Node	   *expr;
+	FilterMatchCache *c;
+
+	/* the mirror's row, not readable by the table owner: as the extension's owner */
+	chroma_become_extension_owner(&su);
+	m = mirror_load(mirror_id);
+	chroma_restore_user(&su);
+	if (m == NULL || m->filter == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("mirror %d has no filter", mirror_id)));
+	/* the row is one the caller reads: never an oracle on a filter over a table she cannot */
+	if (pg_class_aclcheck(m->relid, GetUserId(), ACL_SELECT) != ACLCHECK_OK)
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("permission denied for table %s", get_rel_name(m->relid))));
+	expr = mirror_filter_bound(m);
+
+	old = MemoryContextSwitchTo(fcinfo->flinfo->fn_mcxt);
+	c = palloc0_object(FilterMatchCache);
+	c->mirror_id = mirror_id;
+	c->reltype = get_rel_type_id(m->relid);
+	if (!OidIsValid(c->reltype))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("table of mirror %d no longer exists", mirror_id)));
+	c->slot = MakeSingleTupleTableSlot(lookup_rowtype_tupdesc_copy(c->reltype, -1),
+									   &TTSOpsHeapTuple);
+	c->econtext = CreateStandaloneExprContext();
+	/* EXECUTE on each function is checked here, for the current user (the table owner) */
+	c->state = ExecInitExpr((Expr *) copyObject(expr), NULL);
+	MemoryContextSwitchTo(old);
+	return c;
+}
+
+/*
+ * chroma_sync_filter.match(mirror_id integer, row record) returns boolean: the mirror's
+ * stored filter on the row (a row of the mirror's table), NULL read as false. Only ever a
+ * stored, checked filter: no expression comes from the caller, who has the row already.
+ */
+Datum
+chroma_sync_filter_match(PG_FUNCTION_ARGS)
+{
+	int			mirror_id = PG_GETARG_INT32(0);
+	HeapTupleHeader row = PG_GETARG_HEAPTUPLEHEADER(1);
+	FilterMatchCache *c = (FilterMatchCache *) fcinfo->flinfo->fn_extra;
+	HeapTupleData tuple;
+	Datum		result;
+	bool		isnull;
+
+	if (c == NULL || c->mirror_id != mirror_id)
+	{
+		c = filter_match_prepare(fcinfo, mirror_id);
+		fcinfo->flinfo->fn_extra = c;
+	}
+	if (HeapTupleHeaderGetTypeId(row) != c->reltype)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATATYPE_MISMATCH),
+				 errmsg("the row is not one of the table of mirror %d", mirror_id)));
+	tuple.t_len = HeapTupleHeaderGetDatumLength(row);
+	ItemPointerSetInvalid(&tuple.t_self);
+	tuple.t_tableOid = InvalidOid;
+	tuple.t_data = row;
+	ExecStoreHeapTuple(&tuple, c->slot, false);
+	c->econtext->ecxt_scantuple = c->slot;
+	ResetExprContext(c->econtext);
+	result = ExecEvalExprSwitchContext(c->state, c->econtext, &isnull);
+	ExecClearTuple(c->slot);
+	PG_RETURN_BOOL(!isnull && DatumGetBool(result));
 }

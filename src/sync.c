@@ -1026,9 +1026,11 @@ ensure_collection(MirrorConfig *m, MirrorState *st, TimestampTz *wake_at)
 
 /*
  * Checks the stored filter once per loaded configuration, before any read: one that
- * fails (stored by 0.4, or a function gone) raises with m->filter_invalid, and the
- * worker pauses the mirror (a failure inside a row's read would only fail that row).
- * False when the table is locked: checked on a later step.
+ * fails (text stored by 0.4 that does not pass, a function or a column it reads gone)
+ * raises with m->filter_invalid, and the worker pauses the mirror (a failure inside a
+ * row's read would only fail that row). Stores the tree of a filter 0.4 left unbound, and
+ * the text of a bound one after renames. False when the table is locked: checked on a
+ * later step.
  */
 static bool
 check_filter(MirrorConfig *m, MirrorState *st, TimestampTz *wake_at)
@@ -1045,6 +1047,29 @@ check_filter(MirrorConfig *m, MirrorState *st, TimestampTz *wake_at)
 		return false;
 	}
 	(void) mirror_filter_sql(m);
+	if (m->filter_node_derived != NULL && m->filter_node == NULL)
+	{
+		Oid			types[2] = {INT4OID, TEXTOID};
+		Datum		values[2] = {Int32GetDatum(m->mirror_id), CStringGetTextDatum(m->filter_node_derived)};
+
+		/* a filter stored by 0.4, bound now: the tree is what every later use evaluates */
+		sync_exec("UPDATE chroma_sync.mirror SET filter_node = $2 WHERE mirror_id = $1 "
+				  "AND filter_node IS NULL", 2, types, values, NULL, SPI_OK_UPDATE);
+	}
+	else
+	{
+		char	   *text = mirror_filter_text_now(m);
+
+		/* a column or the table renamed: the text shown (and dumped) follows the tree */
+		if (text != NULL && strcmp(text, m->filter) != 0)
+		{
+			Oid			types[2] = {INT4OID, TEXTOID};
+			Datum		values[2] = {Int32GetDatum(m->mirror_id), CStringGetTextDatum(text)};
+
+			sync_exec("UPDATE chroma_sync.mirror SET filter = $2 WHERE mirror_id = $1",
+					  2, types, values, NULL, SPI_OK_UPDATE);
+		}
+	}
 	sync_end_txn();
 	return true;
 }

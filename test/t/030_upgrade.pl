@@ -180,6 +180,8 @@ is($node->safe_psql('postgres', "SELECT chroma_flush('up_f1', interval '60 secon
 	't', 'a 0.4 filter over pg_catalog: flushed after the update');
 is($node->safe_psql('postgres', q{SELECT string_agg(id, ',' ORDER BY id::int) FROM chroma_get('up_f1_t030')}),
 	'2,4,6,8', 'and it still selects the rows');
+is($node->safe_psql('postgres', q{SELECT filter_node IS NOT NULL FROM chroma_sync.mirror WHERE collection = 'up_f1_t030'}),
+	't', 'the worker bound the 0.4 filter (filter_node stored)');
 ok(poll_query($node, q{SELECT state FROM chroma_sync.status WHERE source = 'up_f2'::regclass}, 'paused', 60),
 	'a 0.4 filter naming public.up_keep without its schema pauses its mirror');
 like($node->safe_psql('postgres', q{SELECT last_error FROM chroma_sync.status WHERE source = 'up_f2'::regclass}),
