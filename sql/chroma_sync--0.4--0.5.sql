@@ -264,3 +264,11 @@ GRANT USAGE ON SCHEMA chroma_sync_filter TO PUBLIC;
 CREATE FUNCTION chroma_sync_filter.match(mirror_id integer, "row" record) RETURNS boolean
 	AS 'MODULE_PATHNAME', 'chroma_sync_filter_match' LANGUAGE C STABLE STRICT;
 GRANT EXECUTE ON FUNCTION chroma_sync_filter.match(integer, record) TO PUBLIC;
+-- What the bound tree refers to, by name and signature (functions as regprocedure,
+-- operators as regoperator, types as format_type, schema-qualified), recorded when the
+-- filter is bound: chroma_adopt binds the text again in a restored copy and refuses when
+-- it binds anything else (an overload planted before the adoption). NULL: not recorded
+-- (a filter bound before this column existed), the text alone is bound again.
+-- The filter's text is deparsed with fixed settings (DateStyle ISO, YMD...), so that it
+-- reads back the same in any database.
+ALTER TABLE chroma_sync.mirror ADD COLUMN filter_refs text[];

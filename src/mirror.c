@@ -524,20 +524,22 @@ chroma_mirror(PG_FUNCTION_ARGS)
 	}
 
 	{
-		Oid			types[2] = {TEXTOID, TEXTOID};
-		Datum		values[2];
-		char		nulls[2] = {filter ? ' ' : 'n', filter ? ' ' : 'n'};
+		Oid			types[3] = {TEXTOID, TEXTOID, TEXTARRAYOID};
+		Datum		values[3];
+		char		nulls[3] = {filter ? ' ' : 'n', filter ? ' ' : 'n', filter ? ' ' : 'n'};
 
 		/* the text for display, dump and chroma_adopt; the bound tree for every use */
 		values[0] = filter ? CStringGetTextDatum(filter) : (Datum) 0;
 		values[1] = filter ? CStringGetTextDatum(filter_node) : (Datum) 0;
+		/* what it refers to, by name: chroma_adopt refuses a text that binds anything else */
+		values[2] = filter ? mirror_filter_refs_datum(filter_node) : (Datum) 0;
 		/* (a 0.4 catalog, before ALTER EXTENSION UPDATE, has no filter_node: the text alone) */
 		if (SPI_execute_with_args(psprintf("UPDATE chroma_sync.mirror m SET column_types = "
 										   "chroma_sync.mirror_column_types(m), filter = $1%s "
 										   "WHERE mirror_id = %d",
-										   mirror_filter_binds() ? ", filter_node = $2" : "",
+										   mirror_filter_binds() ? ", filter_node = $2, filter_refs = $3" : "",
 										   mirror_id),
-								  2, types, values, nulls, false, 0) != SPI_OK_UPDATE)
+								  3, types, values, nulls, false, 0) != SPI_OK_UPDATE)
 			elog(ERROR, "could not record the mirror's column types");
 	}
 	{
@@ -1057,8 +1059,11 @@ chroma_adopt(PG_FUNCTION_ARGS)
 	/* found again by name in a restored copy; a mismatch is refused before Chroma is touched */
 	mirror_columns_require(m, "adopt");
 
-	/* a restored tree holds OIDs of another database: bound again here, as the table owner */
-	filter_node = m->filter && mirror_filter_binds() ? mirror_filter_derive(relid, m->filter) : NULL;
+	/*
+	 * A restored tree holds OIDs of another database: bound again here, as the table owner,
+	 * refused when it binds other functions, operators or types than those recorded.
+	 */
+	filter_node = m->filter && mirror_filter_binds() ? mirror_filter_derive(m) : NULL;
 
 	chroma_api_create_collection(m->collection, NULL, NULL, true, &coll);
 	ownership_claim(&coll, ownership_tag(sysid, MyDatabaseId, relid), true);

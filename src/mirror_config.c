@@ -31,9 +31,9 @@
 	"system_identifier, database_oid, filter, " \
 	/* filter_node came in 0.5: NULL before ALTER EXTENSION UPDATE */ \
 	"pg_catalog.to_jsonb(m) OPERATOR(pg_catalog.->>) 'filter_node'"
-/* 0.5 records the columns by name and type; an older catalog has none (columns 20-22) */
-#define MIRROR_COLUMNS_BY_NAME ", column_names::text[], column_attnums, column_type_names"
-#define MIRROR_COLUMNS_NONE ", NULL::text[], NULL::int2[], NULL::text[]"
+/* 0.5 records the columns by name and type (columns 20-22) and what the filter refers to (23); an older catalog has none */
+#define MIRROR_COLUMNS_BY_NAME ", column_names::text[], column_attnums, column_type_names, filter_refs"
+#define MIRROR_COLUMNS_NONE ", NULL::text[], NULL::int2[], NULL::text[], NULL::text[]"
 
 static AttrNumber *
 int2_array(Datum d, int *n)
@@ -149,6 +149,14 @@ config_from_tuple(HeapTuple tup, TupleDesc td, const char *sysid)
 	m->database_oid = DatumGetObjectId(SPI_getbinval(tup, td, 17, &isnull));
 	m->filter = SPI_getvalue(tup, td, 18);
 	m->filter_node = SPI_getvalue(tup, td, 19);
+	{
+		bool		isnull_refs;
+		Datum		refs = SPI_getbinval(tup, td, 23, &isnull_refs);
+
+		/* 0.5: what the tree refers to, recorded when it was bound (NULL: not recorded) */
+		if (!isnull_refs)
+			m->filter_refs = text_array(refs, &m->nfilter_refs);
+	}
 	m->home = m->database_oid == MyDatabaseId && strcmp(m->system_identifier, sysid) == 0;
 	recorded_columns(m, tup, td);
 	if (get_rel_name(m->relid) != NULL)

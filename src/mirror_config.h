@@ -63,6 +63,8 @@ typedef struct MirrorConfig
 	Oid			database_oid;
 	char	   *filter;			/* as stored: deparsed by chroma_mirror (raw text before 0.5) */
 	char	   *filter_node;	/* the bound tree stored with it (NULL: stored by 0.4) */
+	char	  **filter_refs;	/* what the tree refers to, recorded when bound (NULL: none) */
+	int			nfilter_refs;
 	char	   *filter_node_derived;	/* the tree bound again from the text (mirror_filter_bound) */
 	char	   *filter_sql;		/* the filter in generated SQL (mirror_filter_sql) */
 	bool		filter_invalid; /* the stored filter failed that check */
@@ -178,8 +180,21 @@ extern void mirror_restore_user(MirrorSavedUser *s);
  */
 extern char *mirror_filter_canonical(Oid relid, const char *filter, char **node);
 
-/* The tree of a stored filter text, bound again as the table owner in the pinned search_path. */
-extern char *mirror_filter_derive(Oid relid, const char *filter);
+/*
+ * The tree of m's stored filter text, bound again as the table owner in the pinned
+ * search_path. When m->filter_refs were recorded, the text is read with the fixed settings
+ * it was written in, and a tree that refers to other functions, operators, types or
+ * collations than those recorded is refused (55000): an overload planted in a restored
+ * copy before chroma_adopt is never bound.
+ */
+extern char *mirror_filter_derive(MirrorConfig *m);
+
+/* What a bound tree (nodeToString) refers to, sorted, each once, as text. */
+extern char **mirror_filter_refs(const char *node, int *n);
+extern Datum mirror_filter_refs_datum(const char *node);
+
+/* The text of a bound tree, names as they are now, deparsed with fixed settings. */
+extern char *mirror_filter_text_of(Oid relid, const char *node);
 
 /*
  * The mirror's bound filter (NULL: none), checked against the table as it is now: the

@@ -9,7 +9,9 @@
  * evaluates the stored tree on the row. Renames change nothing; an overload planted later
  * is never chosen. A tree stored in another database or cluster (a restored copy), or
  * none (stored by 0.4), is derived again from the text, as the table owner, with the
- * pinned search_path.
+ * pinned search_path. The text is written with fixed settings (DateStyle ISO...) and read
+ * back with them; what the tree refers to (functions, operators, types, collations by
+ * name) is recorded with it (filter_refs), and a text that binds anything else is refused.
  */
 #include "postgres.h"
 
@@ -22,6 +24,7 @@
 #include "catalog/pg_namespace.h"
 #include "commands/extension.h"
 #include "catalog/pg_attribute.h"
+#include "catalog/pg_collation.h"
 #include "catalog/pg_constraint.h"
 #include "catalog/pg_proc.h"
 #include "catalog/pg_type.h"
@@ -43,6 +46,7 @@
 #include "utils/guc.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
+#include "utils/regproc.h"
 #include "utils/rel.h"
 #include "utils/ruleutils.h"
 #include "utils/syscache.h"
@@ -264,12 +268,37 @@ check_bound(Oid relid, Node *expr, const char *filter)
 		refuse(filter, "A filter must not cast to a domain whose CHECK constraint calls a function that is not immutable (such as now()).");
 }
 
+/*
+ * The settings a filter's text is written and read back in: constants render the same in
+ * every session and database (a date as 2024-03-04, not 04/03/2024 under 'SQL, DMY'; a
+ * timestamptz with its offset; floats exactly), and ISO text reads back identically.
+ * Returns the GUC nest level to restore with AtEOXact_GUC(false, level).
+ */
+static int
+fixed_text_settings(void)
+{
+	int			level = NewGUCNestLevel();
+
+	(void) set_config_option("DateStyle", "ISO, YMD", PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
+	(void) set_config_option("IntervalStyle", "postgres", PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
+	(void) set_config_option("extra_float_digits", "3", PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
+	(void) set_config_option("TimeZone", "UTC", PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
+	return level;
+}
+
 /* The text of a tree, names as they are now, in the pinned search_path (qualified outside pg_catalog). */
 static char *
 deparse(Oid relid, Node *expr)
 {
+	int			level = fixed_text_settings();
 	char	   *text = deparse_expression(expr, deparse_context_for(get_rel_name(relid), relid),
 										  false, false);
+
+	AtEOXact_GUC(false, level);
 
 	/* operators and boolean expressions deparse parenthesized, anything else is wrapped */
 	if (!IsA(expr, OpExpr) && !IsA(expr, BoolExpr))
@@ -283,7 +312,8 @@ deparse(Oid relid, Node *expr)
  * text qualifies every name the pinned path would not find. *node: the analyzed tree.
  */
 static char *
-canonical_as_owner(Oid relid, const char *filter, const char *parse_path, char **node)
+canonical_as_owner(Oid relid, const char *filter, const char *parse_path, bool fixed,
+				   char **node)
 {
 	Node	   *raw = parse_one_expression(filter);
 	Relation	rel = relation_open(relid, AccessShareLock);
@@ -291,6 +321,7 @@ canonical_as_owner(Oid relid, const char *filter, const char *parse_path, char *
 	ParseNamespaceItem *nsitem;
 	Node	   *expr;
 	char	   *text;
+	int			level = fixed ? fixed_text_settings() : -1;
 
 	if (contains_sublink(raw, NULL))
 		refuse(filter, "A filter must not contain a subquery: a change to another table would not re-send the row.");
@@ -306,6 +337,8 @@ canonical_as_owner(Oid relid, const char *filter, const char *parse_path, char *
 	if (pstate->p_hasSubLinks)
 		refuse(filter, "A filter must not contain a subquery: a change to another table would not re-send the row.");
 	check_bound(relid, expr, filter);
+	if (fixed)
+		AtEOXact_GUC(false, level);
 
 	if (parse_path)
 		set_search_path(MIRROR_OWNER_SEARCH_PATH);
@@ -317,7 +350,7 @@ canonical_as_owner(Oid relid, const char *filter, const char *parse_path, char *
 }
 
 static char *
-canonical(Oid relid, const char *filter, const char *parse_path, char **node)
+canonical(Oid relid, const char *filter, const char *parse_path, bool fixed, char **node)
 {
 	MirrorSavedUser su;
 	ErrorContextCallback cb;
@@ -328,7 +361,7 @@ canonical(Oid relid, const char *filter, const char *parse_path, char **node)
 	cb.previous = error_context_stack;
 	error_context_stack = &cb;
 	mirror_become_table_owner(relid, &su);
-	text = canonical_as_owner(relid, filter, parse_path, node);
+	text = canonical_as_owner(relid, filter, parse_path, fixed, node);
 	mirror_restore_user(&su);
 	error_context_stack = cb.previous;
 	return text;
@@ -338,15 +371,175 @@ char *
 mirror_filter_canonical(Oid relid, const char *filter, char **node)
 {
 	/* the names the caller wrote, as the caller's search_path finds them */
-	return canonical(relid, filter, pstrdup(namespace_search_path), node);
+	return canonical(relid, filter, pstrdup(namespace_search_path), false, node);
+}
+
+/*
+ * What a bound tree refers to, by name as pg_dump would write it: functions
+ * (regprocedure), operators (regoperator), types and collations, schema-qualified.
+ */
+static bool
+refs_walker(Node *node, List **refs)
+{
+	Oid			type = InvalidOid;
+
+	if (node == NULL)
+		return false;
+	switch (nodeTag(node))
+	{
+		case T_FuncExpr:
+			*refs = lappend(*refs, psprintf("function %s",
+											format_procedure_qualified(((FuncExpr *) node)->funcid)));
+			type = ((FuncExpr *) node)->funcresulttype;
+			break;
+		case T_OpExpr:
+		case T_DistinctExpr:
+		case T_NullIfExpr:
+			{
+				OpExpr	   *op = (OpExpr *) node;
+
+				set_opfuncid(op);
+				*refs = lappend(*refs, psprintf("operator %s", format_operator_qualified(op->opno)));
+				*refs = lappend(*refs, psprintf("function %s", format_procedure_qualified(op->opfuncid)));
+				type = op->opresulttype;
+				break;
+			}
+		case T_ScalarArrayOpExpr:
+			{
+				ScalarArrayOpExpr *op = (ScalarArrayOpExpr *) node;
+
+				set_sa_opfuncid(op);
+				*refs = lappend(*refs, psprintf("operator %s", format_operator_qualified(op->opno)));
+				*refs = lappend(*refs, psprintf("function %s", format_procedure_qualified(op->opfuncid)));
+				break;
+			}
+		case T_RowCompareExpr:
+			{
+				ListCell   *lc;
+
+				foreach(lc, ((RowCompareExpr *) node)->opnos)
+					*refs = lappend(*refs, psprintf("operator %s",
+													format_operator_qualified(lfirst_oid(lc))));
+				break;
+			}
+		case T_CoerceViaIO:
+			type = ((CoerceViaIO *) node)->resulttype;
+			break;
+		case T_ArrayCoerceExpr:
+			type = ((ArrayCoerceExpr *) node)->resulttype;
+			break;
+		case T_RelabelType:
+			type = ((RelabelType *) node)->resulttype;
+			break;
+		case T_CoerceToDomain:
+			type = ((CoerceToDomain *) node)->resulttype;
+			break;
+		case T_Const:
+			type = ((Const *) node)->consttype;
+			break;
+		case T_CollateExpr:
+			{
+				Oid			coll = ((CollateExpr *) node)->collOid;
+				HeapTuple	tup = SearchSysCache1(COLLOID, ObjectIdGetDatum(coll));
+				Form_pg_collation c;
+
+				if (!HeapTupleIsValid(tup))
+					elog(ERROR, "cache lookup failed for collation %u", coll);
+				c = (Form_pg_collation) GETSTRUCT(tup);
+				*refs = lappend(*refs, psprintf("collation %s",
+												quote_qualified_identifier(get_namespace_name(c->collnamespace),
+																		   NameStr(c->collname))));
+				ReleaseSysCache(tup);
+				break;
+			}
+		default:
+			break;
+	}
+	if (OidIsValid(type))
+		*refs = lappend(*refs, psprintf("type %s",
+										format_type_extended(type, -1, FORMAT_TYPE_FORCE_QUALIFY)));
+	return expression_tree_walker(node, refs_walker, refs);
+}
+
+static int
+cmp_ref(const void *a, const void *b)
+{
+	return strcmp(*(char *const *) a, *(char *const *) b);
+}
+
+char	  **
+mirror_filter_refs(const char *node, int *n)
+{
+	List	   *refs = NIL;
+	char	  **r;
+	int			len;
+	int			k = 0;
+
+	(void) refs_walker(stringToNode(node), &refs);
+	len = list_length(refs);
+	r = palloc0_array(char *, Max(len, 1));
+	for (int i = 0; i < len; i++)
+		r[i] = (char *) list_nth(refs, i);
+	qsort(r, len, sizeof(char *), cmp_ref);
+	/* sorted and each once: a set */
+	for (int i = 0; i < len; i++)
+		if (k == 0 || strcmp(r[k - 1], r[i]) != 0)
+			r[k++] = r[i];
+	*n = k;
+	return r;
+}
+
+Datum
+mirror_filter_refs_datum(const char *node)
+{
+	int			n;
+	char	  **r = mirror_filter_refs(node, &n);
+	Datum	   *d = palloc_array(Datum, Max(n, 1));
+
+	for (int i = 0; i < n; i++)
+		d[i] = CStringGetTextDatum(r[i]);
+	return PointerGetDatum(construct_array(d, n, TEXTOID, -1, false, TYPALIGN_INT));
+}
+
+static bool
+ref_in(const char *ref, char **refs, int n)
+{
+	for (int i = 0; i < n; i++)
+		if (refs[i] != NULL && strcmp(refs[i], ref) == 0)
+			return true;
+	return false;
 }
 
 char *
-mirror_filter_derive(Oid relid, const char *filter)
+mirror_filter_derive(MirrorConfig *m)
 {
 	char	   *node;
+	char	  **now;
+	int			n;
 
-	(void) canonical(relid, filter, NULL, &node);
+	/* text recorded with its references was written with the fixed settings: read it so */
+	(void) canonical(m->relid, m->filter, NULL, m->filter_refs != NULL, &node);
+	if (m->filter_refs == NULL)
+		return node;			/* bound before references were recorded: the text alone */
+	now = mirror_filter_refs(node, &n);
+	for (int i = 0; i < n; i++)
+		if (!ref_in(now[i], m->filter_refs, m->nfilter_refs))
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("the filter of mirror %d binds to other objects here than where it was stored",
+							m->mirror_id),
+					 errdetail("Bound again from its text \"%s\", it now refers to %s, which it did not when it was stored.",
+							   m->filter, now[i]),
+					 errhint("Drop or rename what was created since (an overload in a schema the filter names, for instance), or re-create the mirror with chroma_unmirror and chroma_mirror.")));
+	for (int i = 0; i < m->nfilter_refs; i++)
+		if (!ref_in(m->filter_refs[i], now, n))
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("the filter of mirror %d binds to other objects here than where it was stored",
+							m->mirror_id),
+					 errdetail("Bound again from its text \"%s\", it no longer refers to %s, as it did when it was stored.",
+							   m->filter, m->filter_refs[i]),
+					 errhint("Create what is missing, or re-create the mirror with chroma_unmirror and chroma_mirror.")));
 	return node;
 }
 
@@ -371,7 +564,7 @@ mirror_filter_bound(MirrorConfig *m)
 	{
 		/* stored by 0.4, or restored: bound again from the text (stored by the worker, chroma_adopt) */
 		m->filter_node_derived = MemoryContextStrdup(GetMemoryChunkContext(m),
-													 mirror_filter_derive(m->relid, m->filter));
+													 mirror_filter_derive(m));
 		expr = stringToNode(m->filter_node_derived);
 	}
 	check_bound(m->relid, expr, m->filter);
@@ -379,17 +572,23 @@ mirror_filter_bound(MirrorConfig *m)
 }
 
 char *
-mirror_filter_text_now(MirrorConfig *m)
+mirror_filter_text_of(Oid relid, const char *node)
 {
 	MirrorSavedUser su;
 	char	   *text;
 
-	if (m->filter == NULL || m->filter_node == NULL || !mirror_is_local(m))
-		return NULL;
-	mirror_become_table_owner(m->relid, &su);
-	text = deparse(m->relid, stringToNode(m->filter_node));
+	mirror_become_table_owner(relid, &su);
+	text = deparse(relid, stringToNode(node));
 	mirror_restore_user(&su);
 	return text;
+}
+
+char *
+mirror_filter_text_now(MirrorConfig *m)
+{
+	if (m->filter == NULL || m->filter_node == NULL || !mirror_is_local(m))
+		return NULL;
+	return mirror_filter_text_of(m->relid, m->filter_node);
 }
 
 /* Where chroma_sync_filter.match exists (0.5; before ALTER EXTENSION UPDATE it does not). */
@@ -436,7 +635,7 @@ mirror_filter_sql(MirrorConfig *m)
 			char	   *node;
 
 			/* the extension is not updated to 0.5 yet: the checked text, as 0.4 did */
-			text = canonical(m->relid, m->filter, NULL, &node);
+			text = canonical(m->relid, m->filter, NULL, false, &node);
 		}
 		m->filter_sql = MemoryContextStrdup(mcxt, text);
 		m->filter_invalid = false;
