@@ -175,10 +175,14 @@ $$;
 -- the columns the filter names) is now recorded by name, attnum and type with its typmod
 -- (qualified: "character(4)", "pg_catalog.text"); a restored copy finds its columns by
 -- name, and DDL that changes what would be sent pauses the mirror (see README "Mirrors").
+-- source_oid: the table's OID when they were recorded. pg_restore --clean over the same
+-- database keeps its OID and system identifier, but gives the table a new OID (source, a
+-- regclass, is dumped by name): a mirror whose source_oid differs is a restored copy too.
 ALTER TABLE chroma_sync.mirror
 	ADD COLUMN column_names name[],
 	ADD COLUMN column_attnums smallint[],		-- in the database the mirror was created in
-	ADD COLUMN column_type_names text[];
+	ADD COLUMN column_type_names text[],
+	ADD COLUMN source_oid oid;
 
 -- After ALTER TABLE on a mirrored table: follow renames that change nothing sent, pause
 -- on any other change of the mirrored columns (or of the filter's).

@@ -31,9 +31,12 @@
 	"system_identifier, database_oid, filter, " \
 	/* filter_node came in 0.5: NULL before ALTER EXTENSION UPDATE */ \
 	"pg_catalog.to_jsonb(m) OPERATOR(pg_catalog.->>) 'filter_node'"
-/* 0.5 records the columns by name and type (columns 20-22) and what the filter refers to (23); an older catalog has none */
-#define MIRROR_COLUMNS_BY_NAME ", column_names::text[], column_attnums, column_type_names, filter_refs"
-#define MIRROR_COLUMNS_NONE ", NULL::text[], NULL::int2[], NULL::text[], NULL::text[]"
+/*
+ * 0.5 records the columns by name and type (columns 20-22), what the filter refers to (23)
+ * and the table's OID when they were recorded (24); an older catalog has none
+ */
+#define MIRROR_COLUMNS_BY_NAME ", column_names::text[], column_attnums, column_type_names, filter_refs, source_oid"
+#define MIRROR_COLUMNS_NONE ", NULL::text[], NULL::int2[], NULL::text[], NULL::text[], NULL::oid"
 
 static AttrNumber *
 int2_array(Datum d, int *n)
@@ -157,7 +160,19 @@ config_from_tuple(HeapTuple tup, TupleDesc td, const char *sysid)
 		if (!isnull_refs)
 			m->filter_refs = text_array(refs, &m->nfilter_refs);
 	}
-	m->home = m->database_oid == MyDatabaseId && strcmp(m->system_identifier, sysid) == 0;
+	{
+		bool		isnull_oid;
+		Datum		recorded = SPI_getbinval(tup, td, 24, &isnull_oid);
+
+		/*
+		 * Made here: this database of this cluster, and the table it was recorded for (a
+		 * pg_restore --clean over the same database gives the table another OID; NULL:
+		 * recorded before 0.5, or a restored copy of such a mirror, told by the rest).
+		 */
+		m->home = m->database_oid == MyDatabaseId && m->system_identifier != NULL &&
+			strcmp(m->system_identifier, sysid) == 0 &&
+			(isnull_oid || DatumGetObjectId(recorded) == m->relid);
+	}
 	recorded_columns(m, tup, td);
 	if (get_rel_name(m->relid) != NULL)
 		mirror_columns_resolve(m);

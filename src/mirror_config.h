@@ -68,7 +68,8 @@ typedef struct MirrorConfig
 	char	   *filter_node_derived;	/* the tree bound again from the text (mirror_filter_bound) */
 	char	   *filter_sql;		/* the filter in generated SQL (mirror_filter_sql) */
 	bool		filter_invalid; /* the stored filter failed that check */
-	bool		home;			/* in the database and cluster it was created in */
+	bool		home;			/* in the database, cluster and table it was recorded for (a
+								 * stored tree's OIDs mean something here) */
 	int			ncolumns;
 	MirrorColumn *columns;		/* NULL: not recorded (a row of chroma_sync before 0.5) */
 	char	  **meta_names;		/* metadata columns' recorded names (keys), or NULL */

@@ -543,14 +543,6 @@ mirror_filter_derive(MirrorConfig *m)
 	return node;
 }
 
-/* Whether the stored tree was made here: OIDs of another database mean nothing. */
-static bool
-mirror_is_local(MirrorConfig *m)
-{
-	return m->database_oid == MyDatabaseId && m->system_identifier != NULL &&
-		strcmp(m->system_identifier, mirror_system_identifier()) == 0;
-}
-
 Node *
 mirror_filter_bound(MirrorConfig *m)
 {
@@ -558,7 +550,7 @@ mirror_filter_bound(MirrorConfig *m)
 
 	if (m->filter == NULL)
 		return NULL;
-	if (m->filter_node != NULL && mirror_is_local(m))
+	if (m->filter_node != NULL && m->home)
 		expr = stringToNode(m->filter_node);
 	else
 	{
@@ -586,7 +578,7 @@ mirror_filter_text_of(Oid relid, const char *node)
 char *
 mirror_filter_text_now(MirrorConfig *m)
 {
-	if (m->filter == NULL || m->filter_node == NULL || !mirror_is_local(m))
+	if (m->filter == NULL || m->filter_node == NULL || !m->home)
 		return NULL;
 	return mirror_filter_text_of(m->relid, m->filter_node);
 }
