@@ -19,6 +19,7 @@ OBJS = \
 	src/shared.o \
 	src/mirror_config.o \
 	src/mirror_filter.o \
+	src/mirror_filter_depend.o \
 	src/mirror_check.o \
 	src/mirror_columns.o \
 	src/trigger.o \

@@ -211,6 +211,12 @@ END
 $$;
 DROP FUNCTION chroma_sync.record_columns(integer);
 
+-- After renaming (or moving) a function, type, operator, collation or schema: the text of
+-- every bound filter that names it is written again, in that transaction (TAP 095).
+CREATE FUNCTION chroma_sync.filters_renamed() RETURNS void
+	AS 'MODULE_PATHNAME', 'chroma_sync_filters_renamed' LANGUAGE C STRICT;
+REVOKE ALL ON FUNCTION chroma_sync.filters_renamed() FROM PUBLIC;
+
 CREATE OR REPLACE FUNCTION chroma_sync.on_ddl_end() RETURNS event_trigger
 	LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
@@ -218,6 +224,12 @@ DECLARE
 	m record;
 	disabled text;
 BEGIN
+	IF TG_TAG OPERATOR(pg_catalog.<>) 'ALTER TABLE' THEN
+		IF EXISTS (SELECT FROM chroma_sync.mirror WHERE filter IS NOT NULL) THEN
+			PERFORM chroma_sync.filters_renamed();
+		END IF;
+		RETURN;
+	END IF;
 	FOR c IN SELECT DISTINCT objid FROM pg_catalog.pg_event_trigger_ddl_commands()
 			WHERE command_tag OPERATOR(pg_catalog.=) 'ALTER TABLE' LOOP
 		IF EXISTS (SELECT FROM chroma_sync.mirror
@@ -247,6 +259,12 @@ BEGIN
 	END LOOP;
 END
 $$;
+
+DROP EVENT TRIGGER chroma_sync_ddl_end;
+CREATE EVENT TRIGGER chroma_sync_ddl_end ON ddl_command_end
+	WHEN TAG IN ('ALTER TABLE', 'ALTER FUNCTION', 'ALTER ROUTINE', 'ALTER TYPE', 'ALTER DOMAIN',
+		'ALTER OPERATOR', 'ALTER COLLATION', 'ALTER SCHEMA')
+	EXECUTE FUNCTION chroma_sync.on_ddl_end();
 
 -- ===== Filters bound once, like CHECK constraints (TAP 090) =====
 -- A filter's text was parsed again at every use: its names were looked up again, so an

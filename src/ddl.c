@@ -8,10 +8,7 @@
  */
 #include "postgres.h"
 
-#include "catalog/pg_type.h"
-#include "executor/spi.h"
 #include "fmgr.h"
-#include "utils/builtins.h"
 #include "utils/lsyscache.h"
 
 #include "mirror_columns.h"
@@ -24,31 +21,6 @@ chroma_sync_config_changed(PG_FUNCTION_ARGS)
 {
 	chroma_bump_config();
 	PG_RETURN_VOID();
-}
-
-/*
- * The text of a bound filter, rewritten with the names as they are now, in the DDL's own
- * transaction: a dump taken at any time (the mirror paused, the worker not yet run) holds
- * names that chroma_adopt binds to the same columns.
- */
-static void
-follow_filter_names(MirrorConfig *m)
-{
-	char	   *text = mirror_filter_text_now(m);
-	Oid			types[2] = {INT4OID, TEXTOID};
-	Datum		values[2];
-
-	if (text == NULL || strcmp(text, m->filter) == 0)
-		return;
-	values[0] = Int32GetDatum(m->mirror_id);
-	values[1] = CStringGetTextDatum(text);
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
-	if (SPI_execute_with_args("UPDATE chroma_sync.mirror SET filter = $2 "
-							  "WHERE mirror_id OPERATOR(pg_catalog.=) $1",
-							  2, types, values, NULL, false, 0) != SPI_OK_UPDATE)
-		elog(ERROR, "could not record the filter of mirror %d", m->mirror_id);
-	SPI_finish();
 }
 
 /*
@@ -71,9 +43,32 @@ chroma_sync_columns_changed(PG_FUNCTION_ARGS)
 		MirrorConfig *m = (MirrorConfig *) lfirst(lc);
 
 		if (m->relid == relid && !mirror_columns_apply(m) && m->column_problem == NULL)
-			follow_filter_names(m);
+			mirror_filter_follow_names(m);
 	}
 	chroma_bump_config();
+	PG_RETURN_VOID();
+}
+
+/*
+ * After ALTER FUNCTION, ALTER TYPE, ALTER SCHEMA... (the DDL event trigger, in the same
+ * transaction): every bound filter of this database whose text names something renamed
+ * is written again (mirror_filter_follow_names), paused mirror or not.
+ */
+PG_FUNCTION_INFO_V1(chroma_sync_filters_renamed);
+
+Datum
+chroma_sync_filters_renamed(PG_FUNCTION_ARGS)
+{
+	List	   *mirrors = mirror_load_all();
+	ListCell   *lc;
+
+	foreach(lc, mirrors)
+	{
+		MirrorConfig *m = (MirrorConfig *) lfirst(lc);
+
+		if (m->filter != NULL && m->column_problem == NULL && get_rel_name(m->relid) != NULL)
+			mirror_filter_follow_names(m);
+	}
 	PG_RETURN_VOID();
 }
 

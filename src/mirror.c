@@ -564,6 +564,9 @@ chroma_mirror(PG_FUNCTION_ARGS)
 					  "ENABLE ALWAYS TRIGGER chroma_sync_%d_truncate, "
 					  "ENABLE ALWAYS TRIGGER chroma_sync_%d_flush",
 					  qname, mirror_id, mirror_id, mirror_id), 0, NULL, NULL, SPI_OK_UTILITY);
+	/* DROP FUNCTION of what the filter calls is refused, as for a CHECK constraint */
+	if (filter != NULL && mirror_filter_binds())
+		mirror_filter_record_depends(relid, mirror_id, filter_node);
 	SPI_finish();
 	chroma_restore_user(&su);
 
@@ -1093,6 +1096,9 @@ chroma_adopt(PG_FUNCTION_ARGS)
 		spi_exec("DELETE FROM chroma_sync.queue WHERE mirror_id = $1", 1, types, values, SPI_OK_DELETE);
 	}
 	mirror_columns_store(m);	/* the attnums of this table */
+	/* pg_depend is not dumped: the copy's trigger depends on what this binding refers to */
+	if (filter_node != NULL)
+		mirror_filter_record_depends(relid, m->mirror_id, filter_node);
 	SPI_finish();
 	chroma_restore_user(&su);
 	chroma_bump_config();

@@ -194,6 +194,24 @@ extern char *mirror_filter_derive(MirrorConfig *m);
 extern char **mirror_filter_refs(const char *node, int *n);
 extern Datum mirror_filter_refs_datum(const char *node);
 
+/*
+ * Records that the mirror's row trigger depends on what the bound tree refers to
+ * (functions, operators, types, collations; not its columns), as a CHECK constraint does:
+ * DROP FUNCTION of a function the filter calls is refused (2BP01) unless CASCADE, which
+ * drops the trigger (the mirror then pauses). mirror_filter_depend.c.
+ */
+extern void mirror_filter_record_depends(Oid relid, int mirror_id, const char *node);
+
+/* Whether every object the bound tree refers to (but its columns) still exists. */
+extern bool mirror_filter_refs_exist(const char *node);
+
+/*
+ * Writes m's filter text and references again from its bound tree, names as they are now,
+ * when they changed (a column, the table, a function, type or schema renamed): in the
+ * transaction of the rename, so that a dump names what the mirror reads.
+ */
+extern void mirror_filter_follow_names(MirrorConfig *m);
+
 /* The text of a bound tree, names as they are now, deparsed with fixed settings. */
 extern char *mirror_filter_text_of(Oid relid, const char *node);
 

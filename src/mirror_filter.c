@@ -29,6 +29,7 @@
 #include "catalog/pg_proc.h"
 #include "catalog/pg_type.h"
 #include "executor/executor.h"
+#include "executor/spi.h"
 #include "executor/tuptable.h"
 #include "funcapi.h"
 #include "miscadmin.h"
@@ -578,9 +579,34 @@ mirror_filter_text_of(Oid relid, const char *node)
 char *
 mirror_filter_text_now(MirrorConfig *m)
 {
-	if (m->filter == NULL || m->filter_node == NULL || !m->home)
+	/* (a function dropped with CASCADE: the mirror pauses, its trigger gone) */
+	if (m->filter == NULL || m->filter_node == NULL || !m->home ||
+		!mirror_filter_refs_exist(m->filter_node))
 		return NULL;
 	return mirror_filter_text_of(m->relid, m->filter_node);
+}
+
+void
+mirror_filter_follow_names(MirrorConfig *m)
+{
+	char	   *text = mirror_filter_text_now(m);
+	Oid			types[3] = {INT4OID, TEXTOID, TEXTARRAYOID};
+	Datum		values[3];
+
+	if (text == NULL || strcmp(text, m->filter) == 0)
+		return;
+	values[0] = Int32GetDatum(m->mirror_id);
+	values[1] = CStringGetTextDatum(text);
+	/* the references, by their names now too: chroma_adopt checks the text against them */
+	values[2] = mirror_filter_refs_datum(m->filter_node);
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	if (SPI_execute_with_args("UPDATE chroma_sync.mirror SET filter = $2, filter_refs = $3 "
+							  "WHERE mirror_id OPERATOR(pg_catalog.=) $1",
+							  3, types, values, NULL, false, 0) != SPI_OK_UPDATE)
+		elog(ERROR, "could not record the filter of mirror %d", m->mirror_id);
+	SPI_finish();
+	m->filter = MemoryContextStrdup(GetMemoryChunkContext(m), text);
 }
 
 /* Where chroma_sync_filter.match exists (0.5; before ALTER EXTENSION UPDATE it does not). */

@@ -1061,20 +1061,15 @@ check_filter(MirrorConfig *m, MirrorState *st, TimestampTz *wake_at)
 		 */
 		sync_exec("UPDATE chroma_sync.mirror SET filter_node = $2, filter_refs = $3, filter = $4 "
 				  "WHERE mirror_id = $1 AND filter_node IS NULL", 4, types, values, NULL, SPI_OK_UPDATE);
+		mirror_filter_record_depends(m->relid, m->mirror_id, m->filter_node_derived);
 	}
 	else
 	{
-		char	   *text = mirror_filter_text_now(m);
-
-		/* a column or the table renamed: the text shown (and dumped) follows the tree */
-		if (text != NULL && strcmp(text, m->filter) != 0)
-		{
-			Oid			types[2] = {INT4OID, TEXTOID};
-			Datum		values[2] = {Int32GetDatum(m->mirror_id), CStringGetTextDatum(text)};
-
-			sync_exec("UPDATE chroma_sync.mirror SET filter = $2 WHERE mirror_id = $1",
-					  2, types, values, NULL, SPI_OK_UPDATE);
-		}
+		/*
+		 * Renames are followed by the DDL's own transaction; this catches what no event
+		 * trigger reports (the text shown and dumped, and the references, follow the tree)
+		 */
+		mirror_filter_follow_names(m);
 	}
 	sync_end_txn();
 	return true;
