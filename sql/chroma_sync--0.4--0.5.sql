@@ -212,7 +212,7 @@ $$;
 DROP FUNCTION chroma_sync.record_columns(integer);
 
 -- After renaming (or moving) a function, type, operator, collation or schema: the text of
--- every bound filter that names it is written again, in that transaction (TAP 095).
+-- every bound filter that names it is written again, in that transaction (TAP 049).
 CREATE FUNCTION chroma_sync.filters_renamed() RETURNS void
 	AS 'MODULE_PATHNAME', 'chroma_sync_filters_renamed' LANGUAGE C STRICT;
 REVOKE ALL ON FUNCTION chroma_sync.filters_renamed() FROM PUBLIC;
