@@ -182,7 +182,9 @@ ALTER TABLE chroma_sync.mirror
 	ADD COLUMN column_names name[],
 	ADD COLUMN column_attnums smallint[],		-- in the database the mirror was created in
 	ADD COLUMN column_type_names text[],
-	ADD COLUMN source_oid oid;
+	ADD COLUMN source_oid oid,
+	-- what a bound filter refers to (below; read with the columns, so added with them)
+	ADD COLUMN filter_refs text[];
 
 -- After ALTER TABLE on a mirrored table: follow renames that change nothing sent, pause
 -- on any other change of the mirrored columns (or of the filter's).
@@ -224,17 +226,18 @@ DECLARE
 	m record;
 	disabled text;
 BEGIN
-	IF TG_TAG OPERATOR(pg_catalog.<>) 'ALTER TABLE' THEN
+	-- a table's columns are renamed by ALTER VIEW and ALTER FOREIGN TABLE too (TAP 101)
+	IF TG_TAG OPERATOR(pg_catalog.<>) ALL (ARRAY['ALTER TABLE', 'ALTER VIEW', 'ALTER FOREIGN TABLE']) THEN
 		IF EXISTS (SELECT FROM chroma_sync.mirror WHERE filter IS NOT NULL) THEN
 			PERFORM chroma_sync.filters_renamed();
 		END IF;
 		RETURN;
 	END IF;
 	FOR c IN SELECT DISTINCT objid FROM pg_catalog.pg_event_trigger_ddl_commands()
-			WHERE command_tag OPERATOR(pg_catalog.=) 'ALTER TABLE' LOOP
-		IF EXISTS (SELECT FROM chroma_sync.mirror
-				WHERE source::pg_catalog.oid OPERATOR(pg_catalog.=) c.objid) THEN
-			-- names, types and typmods of the mirrored columns and of the filter's
+			WHERE classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass LOOP
+		-- names, types and typmods of the mirrored columns and of the filter's, for the
+		-- table and every partition or child the command recursed to (reported as one)
+		IF EXISTS (SELECT FROM chroma_sync.mirror) THEN
 			PERFORM chroma_sync.columns_changed(c.objid);
 		END IF;
 		FOR m IN SELECT mirror_id, source FROM chroma_sync.mirror
@@ -262,8 +265,9 @@ $$;
 
 DROP EVENT TRIGGER chroma_sync_ddl_end;
 CREATE EVENT TRIGGER chroma_sync_ddl_end ON ddl_command_end
-	WHEN TAG IN ('ALTER TABLE', 'ALTER FUNCTION', 'ALTER ROUTINE', 'ALTER TYPE', 'ALTER DOMAIN',
-		'ALTER OPERATOR', 'ALTER COLLATION', 'ALTER SCHEMA')
+	WHEN TAG IN ('ALTER TABLE', 'ALTER VIEW', 'ALTER FOREIGN TABLE', 'ALTER FUNCTION',
+		'ALTER ROUTINE', 'ALTER TYPE', 'ALTER DOMAIN', 'ALTER OPERATOR', 'ALTER COLLATION',
+		'ALTER SCHEMA')
 	EXECUTE FUNCTION chroma_sync.on_ddl_end();
 
 -- ===== Filters bound once, like CHECK constraints (TAP 090) =====
@@ -292,5 +296,28 @@ GRANT EXECUTE ON FUNCTION chroma_sync_filter.match(integer, record) TO PUBLIC;
 -- it binds anything else (an overload planted before the adoption). NULL: not recorded
 -- (a filter bound before this column existed), the text alone is bound again.
 -- The filter's text is deparsed with fixed settings (DateStyle ISO, YMD...), so that it
--- reads back the same in any database.
-ALTER TABLE chroma_sync.mirror ADD COLUMN filter_refs text[];
+-- reads back the same in any database. (The column, filter_refs, is added above.)
+
+-- Filters stored by 0.4 as text are bound now, in each mirror's own database (as the
+-- worker would the first time it loads the mirror), so that a rename that follows is
+-- followed by the stored text even while the mirror is paused (TAP 099). One that does
+-- not bind (a function outside pg_catalog named without its schema) is reported and left
+-- as text: the worker pauses that mirror with the reason.
+CREATE FUNCTION chroma_sync.bind_filter(mirror_id integer) RETURNS boolean
+	AS 'MODULE_PATHNAME', 'chroma_sync_bind_filter' LANGUAGE C STRICT;
+DO $$
+DECLARE
+	m record;
+BEGIN
+	FOR m IN SELECT mirror_id, source FROM chroma_sync.mirror
+			WHERE filter IS NOT NULL AND filter_node IS NULL LOOP
+		BEGIN
+			PERFORM chroma_sync.bind_filter(m.mirror_id);
+		EXCEPTION WHEN OTHERS THEN
+			RAISE WARNING 'could not bind the filter of the mirror of %: %', m.source, SQLERRM
+				USING HINT = 'The worker pauses this mirror with the reason; unmirror the table and mirror it again with a filter that binds.';
+		END;
+	END LOOP;
+END
+$$;
+DROP FUNCTION chroma_sync.bind_filter(integer);

@@ -8,6 +8,7 @@
  */
 #include "postgres.h"
 
+#include "catalog/pg_inherits.h"
 #include "fmgr.h"
 #include "utils/lsyscache.h"
 
@@ -36,13 +37,15 @@ chroma_sync_columns_changed(PG_FUNCTION_ARGS)
 {
 	Oid			relid = PG_GETARG_OID(0);
 	List	   *mirrors = mirror_load_all();
+	/* ALTER TABLE on a parent recurses to its partitions and children, reported as one */
+	List	   *rels = find_all_inheritors(relid, NoLock, NULL);
 	ListCell   *lc;
 
 	foreach(lc, mirrors)
 	{
 		MirrorConfig *m = (MirrorConfig *) lfirst(lc);
 
-		if (m->relid == relid && !mirror_columns_apply(m) && m->column_problem == NULL)
+		if (list_member_oid(rels, m->relid) && !mirror_columns_apply(m) && m->column_problem == NULL)
 			mirror_filter_follow_names(m);
 	}
 	chroma_bump_config();
@@ -70,6 +73,25 @@ chroma_sync_filters_renamed(PG_FUNCTION_ARGS)
 			mirror_filter_follow_names(m);
 	}
 	PG_RETURN_VOID();
+}
+
+/*
+ * The update to 0.5: binds a filter stored by 0.4 as text (in the mirror's own database),
+ * as the worker would the first time it loads the mirror, so that the renames that follow
+ * are followed for a paused mirror too. False when there is nothing to bind here.
+ */
+PG_FUNCTION_INFO_V1(chroma_sync_bind_filter);
+
+Datum
+chroma_sync_bind_filter(PG_FUNCTION_ARGS)
+{
+	MirrorConfig *m = mirror_load(PG_GETARG_INT32(0));
+
+	if (m == NULL || !m->home || m->filter == NULL || m->filter_node != NULL ||
+		get_rel_name(m->relid) == NULL || m->column_problem != NULL)
+		PG_RETURN_BOOL(false);
+	mirror_filter_store_bound(m, mirror_filter_derive(m));
+	PG_RETURN_BOOL(true);
 }
 
 /*

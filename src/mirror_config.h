@@ -206,6 +206,12 @@ extern void mirror_filter_record_depends(Oid relid, int mirror_id, const char *n
 extern bool mirror_filter_refs_exist(const char *node);
 
 /*
+ * Stores node as m's bound filter (a filter stored by 0.4 as text, bound now): the tree,
+ * its references, its text written with the fixed settings, its dependencies.
+ */
+extern void mirror_filter_store_bound(MirrorConfig *m, const char *node);
+
+/*
  * Writes m's filter text and references again from its bound tree, names as they are now,
  * when they changed (a column, the table, a function, type or schema renamed): in the
  * transaction of the rename, so that a dump names what the mirror reads.

@@ -272,7 +272,8 @@ check_bound(Oid relid, Node *expr, const char *filter)
 /*
  * The settings a filter's text is written and read back in: constants render the same in
  * every session and database (a date as 2024-03-04, not 04/03/2024 under 'SQL, DMY'; a
- * timestamptz with its offset; floats exactly), and ISO text reads back identically.
+ * timestamptz with its offset; floats exactly; backslashes in strings as they are), and
+ * that text reads back identically.
  * Returns the GUC nest level to restore with AtEOXact_GUC(false, level).
  */
 static int
@@ -287,6 +288,9 @@ fixed_text_settings(void)
 	(void) set_config_option("extra_float_digits", "3", PGC_USERSET, PGC_S_SESSION,
 							 GUC_ACTION_SAVE, true, 0, false);
 	(void) set_config_option("TimeZone", "UTC", PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
+	/* 'x\ty' is four characters and a backslash, whatever the session reads it as */
+	(void) set_config_option("standard_conforming_strings", "on", PGC_USERSET, PGC_S_SESSION,
 							 GUC_ACTION_SAVE, true, 0, false);
 	return level;
 }
@@ -316,13 +320,14 @@ static char *
 canonical_as_owner(Oid relid, const char *filter, const char *parse_path, bool fixed,
 				   char **node)
 {
+	/* the fixed settings before the scanner runs (standard_conforming_strings) */
+	int			level = fixed ? fixed_text_settings() : -1;
 	Node	   *raw = parse_one_expression(filter);
 	Relation	rel = relation_open(relid, AccessShareLock);
 	ParseState *pstate = make_parsestate(NULL);
 	ParseNamespaceItem *nsitem;
 	Node	   *expr;
 	char	   *text;
-	int			level = fixed ? fixed_text_settings() : -1;
 
 	if (contains_sublink(raw, NULL))
 		refuse(filter, "A filter must not contain a subquery: a change to another table would not re-send the row.");
@@ -584,6 +589,32 @@ mirror_filter_text_now(MirrorConfig *m)
 		!mirror_filter_refs_exist(m->filter_node))
 		return NULL;
 	return mirror_filter_text_of(m->relid, m->filter_node);
+}
+
+void
+mirror_filter_store_bound(MirrorConfig *m, const char *node)
+{
+	char	   *text = mirror_filter_text_of(m->relid, node);
+	Oid			types[4] = {INT4OID, TEXTOID, TEXTARRAYOID, TEXTOID};
+	Datum		values[4] = {Int32GetDatum(m->mirror_id), CStringGetTextDatum(node),
+		mirror_filter_refs_datum(node), CStringGetTextDatum(text)};
+	MemoryContext mcxt = GetMemoryChunkContext(m);
+
+	/*
+	 * The tree is what every later use evaluates, with what it refers to (checked by
+	 * chroma_adopt), its text written again with the fixed settings (read back with them)
+	 * and its dependencies recorded.
+	 */
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	if (SPI_execute_with_args("UPDATE chroma_sync.mirror SET filter_node = $2, filter_refs = $3, filter = $4 "
+							  "WHERE mirror_id OPERATOR(pg_catalog.=) $1 AND filter_node IS NULL",
+							  4, types, values, NULL, false, 0) != SPI_OK_UPDATE)
+		elog(ERROR, "could not record the filter of mirror %d", m->mirror_id);
+	SPI_finish();
+	mirror_filter_record_depends(m->relid, m->mirror_id, node);
+	m->filter_node = MemoryContextStrdup(mcxt, node);
+	m->filter = MemoryContextStrdup(mcxt, text);
 }
 
 void

@@ -1049,19 +1049,8 @@ check_filter(MirrorConfig *m, MirrorState *st, TimestampTz *wake_at)
 	(void) mirror_filter_sql(m);
 	if (m->filter_node_derived != NULL && m->filter_node == NULL)
 	{
-		Oid			types[4] = {INT4OID, TEXTOID, TEXTARRAYOID, TEXTOID};
-		Datum		values[4] = {Int32GetDatum(m->mirror_id), CStringGetTextDatum(m->filter_node_derived),
-			mirror_filter_refs_datum(m->filter_node_derived),
-		CStringGetTextDatum(mirror_filter_text_of(m->relid, m->filter_node_derived))};
-
-		/*
-		 * A filter stored by 0.4, bound now: the tree is what every later use evaluates,
-		 * with what it refers to (checked by chroma_adopt) and its text written again
-		 * with the fixed settings (read back with them).
-		 */
-		sync_exec("UPDATE chroma_sync.mirror SET filter_node = $2, filter_refs = $3, filter = $4 "
-				  "WHERE mirror_id = $1 AND filter_node IS NULL", 4, types, values, NULL, SPI_OK_UPDATE);
-		mirror_filter_record_depends(m->relid, m->mirror_id, m->filter_node_derived);
+		/* a filter stored by 0.4 (not bound by ALTER EXTENSION UPDATE), bound now */
+		mirror_filter_store_bound(m, m->filter_node_derived);
 	}
 	else
 	{
