@@ -260,6 +260,10 @@ BEGIN
 		END LOOP;
 		PERFORM chroma_sync.config_changed();
 	END LOOP;
+	-- a table renamed that another mirror's filter names (a regclass constant)
+	IF EXISTS (SELECT FROM chroma_sync.mirror WHERE filter IS NOT NULL) THEN
+		PERFORM chroma_sync.filters_renamed();
+	END IF;
 END
 $$;
 
