@@ -121,34 +121,50 @@ pkg_build_root() {
 	return $rc
 }
 
-# pkg_clean_prepare SUITE: the minimal root (debootstrap minbase, package lists fetched,
-# no PostgreSQL) every install test copies; made once (stamp .chroma-sync-clean-root).
+# pkg_clean_prepare SUITE: the minimal root (debootstrap minbase, no PostgreSQL) every
+# install test copies, with the apt sources a machine of that suite has (for the host's own
+# suite, the host's: its security and point-release updates too, which the host's PostgreSQL
+# packages, and so the package built against them, may come from) and package lists
+# fetched; made once (stamp .chroma-sync-clean-root; a root of stamp v1 only gets v2's
+# sources and lists).
 pkg_clean_prepare() {
-	local suite=$1 dir want uri
+	local suite=$1 dir want base uri
 	dir=$PG_ROOTS_DIR/$suite-clean
-	want="chroma_sync clean root v1: $suite"
+	want="chroma_sync clean root v2: $suite"
+	base="chroma_sync clean root v1: $suite"
 	[ -f "$dir/.chroma-sync-clean-root" ] && [ "$(cat "$dir/.chroma-sync-clean-root")" = "$want" ] &&
 		{ echo "clean root $suite: cached in $dir"; return 0; }
 	mkdir -p "$PG_ROOTS_DIR" || return 1
 	(
 		flock 7 || exit 1
 		[ -f "$dir/.chroma-sync-clean-root" ] && [ "$(cat "$dir/.chroma-sync-clean-root")" = "$want" ] && exit 0
-		command -v debootstrap >/dev/null || apt_install debootstrap || exit 1
-		uri=$(archive_uri) || { echo "cannot find the Debian archive in /etc/apt sources"; exit 1; }
-		rm -rf "$dir.tmp" "$dir" || exit 1
-		echo "debootstrap $suite (minbase) from the machine's archive"
-		debootstrap --variant=minbase --keyring=/usr/share/keyrings/debian-archive-keyring.gpg \
-			"$suite" "$dir.tmp" "$uri" </dev/null 7>&- || exit 1
-		# Installed packages start no services, and postgresql-common makes no cluster on
-		# 5432: the test makes its own on a free port.
-		printf '#!/bin/sh\nexit 101\n' >"$dir.tmp/usr/sbin/policy-rc.d" &&
-			chmod 755 "$dir.tmp/usr/sbin/policy-rc.d" &&
-			mkdir -p "$dir.tmp/etc/postgresql-common" &&
-			echo "create_main_cluster = false" >"$dir.tmp/etc/postgresql-common/createcluster.conf" || exit 1
-		in_root "$dir.tmp" apt-get -o Acquire::Check-Valid-Until=false -o Acquire::Retries=3 update \
+		if ! [ -f "$dir/.chroma-sync-clean-root" ] || [ "$(cat "$dir/.chroma-sync-clean-root")" != "$base" ]; then
+			command -v debootstrap >/dev/null || apt_install debootstrap || exit 1
+			uri=$(archive_uri) || { echo "cannot find the Debian archive in /etc/apt sources"; exit 1; }
+			rm -rf "$dir.tmp" "$dir" || exit 1
+			echo "debootstrap $suite (minbase) from the machine's archive"
+			debootstrap --variant=minbase --keyring=/usr/share/keyrings/debian-archive-keyring.gpg \
+				"$suite" "$dir.tmp" "$uri" </dev/null 7>&- || exit 1
+			# Installed packages start no services, and postgresql-common makes no cluster
+			# on 5432: the test makes its own on a free port.
+			printf '#!/bin/sh\nexit 101\n' >"$dir.tmp/usr/sbin/policy-rc.d" &&
+				chmod 755 "$dir.tmp/usr/sbin/policy-rc.d" &&
+				mkdir -p "$dir.tmp/etc/postgresql-common" &&
+				echo "create_main_cluster = false" >"$dir.tmp/etc/postgresql-common/createcluster.conf" || exit 1
+			echo "$base" >"$dir.tmp/.chroma-sync-clean-root" && mv "$dir.tmp" "$dir" || exit 1
+		fi
+		# shellcheck disable=SC1091
+		if [ "$suite" = "$(. /etc/os-release && echo "${VERSION_CODENAME:-}")" ] &&
+			[ -r /etc/apt/sources.list.d/debian.sources ]; then
+			echo "apt sources of the host:"
+			cp /etc/apt/sources.list.d/debian.sources "$dir/etc/apt/sources.list.d/" &&
+				rm -f "$dir/etc/apt/sources.list" || exit 1
+		fi
+		cat "$dir/etc/apt/sources.list" "$dir"/etc/apt/sources.list.d/* 2>/dev/null
+		in_root "$dir" apt-get -o Acquire::Check-Valid-Until=false -o Acquire::Retries=3 update \
 			</dev/null 7>&- || exit 1
-		in_root "$dir.tmp" apt-get clean 7>&-
-		echo "$want" >"$dir.tmp/.chroma-sync-clean-root" && mv "$dir.tmp" "$dir"
+		in_root "$dir" apt-get clean 7>&-
+		echo "$want" >"$dir/.chroma-sync-clean-root"
 	) 7>"$dir.lock"
 }
 
@@ -196,7 +212,7 @@ run_package() {
 	local out=$WORK_DIR/deb/out kind=${SERVERS%% *} s m pid port cpid log ok bad deb
 	local -A clean_pid=() built=()
 	mkdir -p "$out"
-	if stage "package: debian/changelog has the extension's version" pkg-versions pkg_check_versions; then
+	if stage "package: debian/changelog's version" pkg-versions pkg_check_versions; then
 		PASSED=$((PASSED + 1))
 	else
 		broken "package: debian/changelog's upstream version is not default_version of chroma_sync.control"
