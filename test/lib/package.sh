@@ -178,6 +178,8 @@ pkg_install_test() {
 	cache=$PKG_APT_CACHE/$suite
 	rm -rf "$tmp" && mkdir -p "$cache" || return 1
 	cp -a "$PG_ROOTS_DIR/$suite-clean" "$tmp" || return 1
+	# A throwaway root: dpkg need not sync every file it unpacks.
+	echo force-unsafe-io >"$tmp/etc/dpkg/dpkg.cfg.d/chroma-sync-unsafe-io" || return 1
 	# The archive's .debs of earlier runs (hard links when the file system allows).
 	find "$cache" -maxdepth 1 -name '*.deb' -exec cp -l -t "$tmp/var/cache/apt/archives/" {} + 2>/dev/null ||
 		find "$cache" -maxdepth 1 -name '*.deb' -exec cp -t "$tmp/var/cache/apt/archives/" {} +
@@ -204,13 +206,31 @@ count_pkg() {
 	bad=$(grep -c '^not ok - ' "$1")
 }
 
-PKG_PIDS=()
+# pkg_install_stage MAJOR URL OUTDIR: the install test of MAJOR's package as a stage; its
+# "ok"/"not ok" lines counted.
+pkg_install_stage() {
+	local m=$1 url=$2 out=$3 s log deb ok bad
+	s=$(pkg_clean_suite "$m")
+	deb=$(ls "$out"/postgresql-"$m"-chroma-sync_*.deb | head -n 1)
+	log=$LOG_DIR/pkg-install-$m.log
+	STAGE_TAIL=0 stage "package: install + smoke test, PostgreSQL $m ($s)" pkg-install-$m \
+		pkg_install_test "$m" "$deb" "$url"
+	count_pkg "$log"
+	PASSED=$((PASSED + ok))
+	FAILED=$((FAILED + bad))
+	note "package pg$m: $ok passed, $bad failed"
+	if [ "$bad" -gt 0 ] || ! grep -q '^ok - server log' "$log"; then
+		[ "$bad" -gt 0 ] || broken "package pg$m: the smoke test did not finish"
+		show_tail "$log" 40
+	fi
+}
 
-# The suite: the clean roots (in the background, downloads dominate) while the packages are
-# built, then per major the install test against one Chroma server.
+# The suite: the clean roots made (once, cached) in the background; the package for 18
+# built in the sid root in the background while the one for 15 is built on the host and
+# installed; then the one for 18 installed. One Chroma server for both install tests.
 run_package() {
-	local out=$WORK_DIR/deb/out kind=${SERVERS%% *} s m pid port cpid log ok bad deb
-	local -A clean_pid=() built=()
+	local out=$WORK_DIR/deb/out kind=${SERVERS%% *} s m port cpid pid18 url
+	local -A clean_pid=() clean_ok=()
 	mkdir -p "$out"
 	if stage "package: debian/changelog's version" pkg-versions pkg_check_versions; then
 		PASSED=$((PASSED + 1))
@@ -234,25 +254,17 @@ run_package() {
 		clean_pid[$m]=$!
 		ROOT_PIDS+=($!)
 	done
-	(pg_root_prepare sid) >>"$LOG_DIR/pkg-root-sid.log" 2>&1 </dev/null 8>&- 9>&- &
-	pid=$!
-	ROOT_PIDS+=($pid)
-	if stage "package: build tools on the host" pkg-host-tools pkg_host_tools &&
-		stage "package: build postgresql-15-chroma-sync (host)" pkg-build-15 pkg_build_host "$out"; then
-		PASSED=$((PASSED + 1))
-		built[15]=1
-	else
-		broken "package: postgresql-15-chroma-sync could not be built (see $LOG_DIR/pkg-build-15.log)"
-	fi
-	if ! STAGE_TAIL=30 stage "package: Debian sid root (PostgreSQL 18)" pkg-root-sid wait "$pid"; then
-		broken "package: the sid root could not be made"
-	elif stage "package: build postgresql-18-chroma-sync (sid root)" pkg-build-18 pkg_build_root 18 "$out"; then
-		PASSED=$((PASSED + 1))
-		built[18]=1
-	else
-		broken "package: postgresql-18-chroma-sync could not be built (see $LOG_DIR/pkg-build-18.log)"
-	fi
+	(
+		t=$SECONDS
+		pg_root_prepare sid && pkg_build_root 18 "$out"
+		rc=$?
+		echo "sid root and build: exit $rc after $((SECONDS - t))s"
+		exit $rc
+	) >>"$LOG_DIR/pkg-build-18.log" 2>&1 </dev/null 8>&- 9>&- &
+	pid18=$!
+	ROOT_PIDS+=($pid18)
 	port=$(free_port) || { broken "package: no free port"; return; }
+	url=http://127.0.0.1:$port
 	if ! stage "start $kind Chroma server (port $port)" chroma-start-pkg \
 		start_chroma "$kind" "$WORK_DIR/chroma-pkg" "$port" "$LOG_DIR/chroma-pkg.log"; then
 		broken "package: Chroma server did not start"
@@ -261,23 +273,28 @@ run_package() {
 	cpid=$CHROMA_PID
 	for m in $PKG_MAJORS; do
 		s=$(pkg_clean_suite "$m")
-		if ! STAGE_TAIL=30 stage "package: clean $s root (no PostgreSQL)" pkg-clean-$s wait "${clean_pid[$m]}"; then
-			broken "package: the clean $s root could not be made"
-			continue
+		if STAGE_TAIL=30 stage "package: clean $s root (no PostgreSQL)" pkg-clean-$s wait "${clean_pid[$m]}"; then
+			clean_ok[$m]=1
+		else
+			broken "package: the clean $s root could not be made (see $LOG_DIR/pkg-clean-$s.log)"
 		fi
-		[ "${built[$m]:-0}" = 1 ] || continue
-		deb=$(ls "$out"/postgresql-"$m"-chroma-sync_*.deb | head -n 1)
-		log=$LOG_DIR/pkg-install-$m.log
-		STAGE_TAIL=0 stage "package: install and smoke test, PostgreSQL $m ($s)" pkg-install-$m \
-			pkg_install_test "$m" "$deb" "http://127.0.0.1:$port"
-		count_pkg "$log"
-		PASSED=$((PASSED + ok))
-		FAILED=$((FAILED + bad))
-		note "package pg$m: $ok passed, $bad failed"
-		if [ "$bad" -gt 0 ] || ! grep -q '^ok - server log' "$log"; then
-			[ "$bad" -gt 0 ] || broken "package pg$m: the smoke test did not finish"
-			show_tail "$log" 40
+		if [ "$m" = 15 ]; then
+			if stage "package: build tools on the host" pkg-host-tools pkg_host_tools &&
+				stage "package: build postgresql-15-chroma-sync (host)" pkg-build-15 pkg_build_host "$out"; then
+				PASSED=$((PASSED + 1))
+			else
+				broken "package: postgresql-15-chroma-sync could not be built (see $LOG_DIR/pkg-build-15.log)"
+				continue
+			fi
+		else
+			if STAGE_TAIL=30 stage "package: build postgresql-18-chroma-sync (sid root)" pkg-build-18 wait "$pid18"; then
+				PASSED=$((PASSED + 1))
+			else
+				broken "package: postgresql-18-chroma-sync could not be built (see $LOG_DIR/pkg-build-18.log)"
+				continue
+			fi
 		fi
+		[ "${clean_ok[$m]:-0}" = 1 ] && pkg_install_stage "$m" "$url" "$out"
 	done
 	ROOT_PIDS=()
 	cp "$out"/*.deb "$LOG_DIR/" 2>/dev/null

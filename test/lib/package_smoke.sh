@@ -58,7 +58,7 @@ fi
 
 # A cluster with the library preloaded.
 rm -rf "$run" && mkdir -p "$run" && chown postgres: "$run" && chmod 700 "$run" || exit 1
-if ! runuser -u postgres -- "$bin/initdb" -D "$run/data" -U postgres -A trust -E UTF8 \
+if ! runuser -u postgres -- "$bin/initdb" -D "$run/data" -U postgres -A trust -E UTF8 --no-sync \
 	--locale=C.UTF-8 >"$run/initdb.log" 2>&1; then
 	notok "initdb"
 	sed 's/^/#   /' "$run/initdb.log"
