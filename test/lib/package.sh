@@ -44,12 +44,13 @@ pkg_copy_source() {
 	local dst=$1
 	rm -rf "$dst" && mkdir -p "$dst" || return 1
 	tar -C "$ROOT" --exclude=./.cache --exclude=./.git --exclude=node_modules --exclude='*.o' \
-		--exclude='*.so' --exclude='*.bc' --exclude=./results --exclude=./tmp_check \
+		--exclude='*.so' --exclude='*.bc' --exclude=./results --exclude=./tmp_check --exclude=./deb-build \
 		-cf - . | tar -C "$dst" -xf -
 }
 
 # pkg_build_tree DIR MAJOR: run in DIR (a copy of the source): the package for MAJOR alone,
 # debian/control regenerated for it from control.in. Prints the name of the .deb.
+# shellcheck disable=SC2016
 PKG_BUILD_CMD='cd "$1" && export PG_SUPPORTED_VERSIONS=$2 PG_UPDATECONTROL=yes &&
 	pg_buildext updatecontrol && grep "^Package:" debian/control &&
 	dpkg-buildpackage -us -uc -b -j$(nproc)'
@@ -113,8 +114,8 @@ pkg_build_root() {
 	in_root "$dir" /bin/bash -c "$PKG_BUILD_CMD" sh "$rel/chroma-sync-$ver" "$major" 7>&-
 	rc=$?
 	if [ $rc -eq 0 ]; then
-		mkdir -p "$out" && cp "$dir$rel"/postgresql-"$major"-chroma-sync_*.deb "$out/" &&
-			ls -l "$out"/postgresql-"$major"-chroma-sync_*.deb
+		mkdir -p "$out" && cp "$dir$rel/postgresql-$major-chroma-sync_"*.deb "$out/" &&
+			ls -l "$out/postgresql-$major-chroma-sync_"*.deb
 		rc=$?
 	fi
 	rm -rf "${dir:?}$rel"
@@ -211,9 +212,9 @@ count_pkg() {
 pkg_install_stage() {
 	local m=$1 url=$2 out=$3 s log deb ok bad
 	s=$(pkg_clean_suite "$m")
-	deb=$(ls "$out"/postgresql-"$m"-chroma-sync_*.deb | head -n 1)
+	deb=$(find "$out" -maxdepth 1 -name "postgresql-$m-chroma-sync_*.deb" | head -n 1)
 	log=$LOG_DIR/pkg-install-$m.log
-	STAGE_TAIL=0 stage "package: install + smoke test, PostgreSQL $m ($s)" pkg-install-$m \
+	STAGE_TAIL=0 stage "package: install + smoke test, PostgreSQL $m ($s)" "pkg-install-$m" \
 		pkg_install_test "$m" "$deb" "$url"
 	count_pkg "$log"
 	PASSED=$((PASSED + ok))
@@ -252,7 +253,7 @@ run_package() {
 			exit $rc
 		) >>"$LOG_DIR/pkg-clean-$s.log" 2>&1 </dev/null 8>&- 9>&- &
 		clean_pid[$m]=$!
-		ROOT_PIDS+=($!)
+		ROOT_PIDS+=("$!")
 	done
 	(
 		t=$SECONDS
@@ -262,7 +263,7 @@ run_package() {
 		exit $rc
 	) >>"$LOG_DIR/pkg-build-18.log" 2>&1 </dev/null 8>&- 9>&- &
 	pid18=$!
-	ROOT_PIDS+=($pid18)
+	ROOT_PIDS+=("$pid18")
 	port=$(free_port) || { broken "package: no free port"; return; }
 	url=http://127.0.0.1:$port
 	if ! stage "start $kind Chroma server (port $port)" chroma-start-pkg \
@@ -273,7 +274,7 @@ run_package() {
 	cpid=$CHROMA_PID
 	for m in $PKG_MAJORS; do
 		s=$(pkg_clean_suite "$m")
-		if STAGE_TAIL=30 stage "package: clean $s root (no PostgreSQL)" pkg-clean-$s wait "${clean_pid[$m]}"; then
+		if STAGE_TAIL=30 stage "package: clean $s root (no PostgreSQL)" "pkg-clean-$s" wait "${clean_pid[$m]}"; then
 			clean_ok[$m]=1
 		else
 			broken "package: the clean $s root could not be made (see $LOG_DIR/pkg-clean-$s.log)"
