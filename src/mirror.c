@@ -13,6 +13,7 @@
 #include "access/relation.h"
 #include "access/xact.h"
 #include "catalog/index.h"
+#include "catalog/namespace.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_index.h"
 #include "catalog/pg_type.h"
@@ -889,6 +890,8 @@ chroma_flush(PG_FUNCTION_ARGS)
 	Oid			types[2] = {INT4ARRAYOID, INT8OID};
 	Datum		values[2];
 	bool		isnull;
+	bool		has_resend;
+	bool		resend_seen = false;
 
 	if (IsolationUsesXactSnapshot())
 		ereport(ERROR,
@@ -912,6 +915,8 @@ chroma_flush(PG_FUNCTION_ARGS)
 					 errhint("Commit the transaction that changed the table, then call chroma_flush().")));
 	}
 	values[0] = PointerGetDatum(ids);
+	/* chroma_sync.resend came in 0.5 (before, unknown keys waited in the worker's memory) */
+	has_resend = OidIsValid(get_relname_relid("resend", get_namespace_oid("chroma_sync", false)));
 	SPI_connect();
 	spi_exec("SELECT COALESCE(pg_catalog.max(qid), 0) FROM chroma_sync.queue "
 			 "WHERE mirror_id = ANY ($1)", 1, types, values, SPI_OK_SELECT);
@@ -924,12 +929,48 @@ chroma_flush(PG_FUNCTION_ARGS)
 	for (;;)
 	{
 		long		left;
+		bool		parked;
 
-		spi_exec("SELECT NOT EXISTS (SELECT 1 FROM chroma_sync.queue WHERE mirror_id = ANY ($1) "
+		/*
+		 * Keys parked in chroma_sync.resend (a request whose outcome is unknown may still
+		 * be applied late) are queued again, with new queue ids, once the request timeout
+		 * has passed: until then a change committed before this call may be in Chroma
+		 * only in a stale state. Wait for them to leave resend, then for the entries they
+		 * became (the worker moves them in one statement: a snapshot that no longer sees
+		 * them in resend sees them queued).
+		 */
+		spi_exec(has_resend ?
+				 "SELECT NOT EXISTS (SELECT 1 FROM chroma_sync.queue WHERE mirror_id = ANY ($1) "
 				 "AND qid <= $2) AND NOT EXISTS (SELECT 1 FROM chroma_sync.mirror "
-				 "WHERE mirror_id = ANY ($1) AND NOT backfill_done)",
+				 "WHERE mirror_id = ANY ($1) AND NOT backfill_done), "
+				 "EXISTS (SELECT 1 FROM chroma_sync.resend WHERE mirror_id = ANY ($1)), "
+				 "(SELECT COALESCE(pg_catalog.max(qid), 0) FROM chroma_sync.queue WHERE mirror_id = ANY ($1))" :
+				 "SELECT NOT EXISTS (SELECT 1 FROM chroma_sync.queue WHERE mirror_id = ANY ($1) "
+				 "AND qid <= $2) AND NOT EXISTS (SELECT 1 FROM chroma_sync.mirror "
+				 "WHERE mirror_id = ANY ($1) AND NOT backfill_done), false, 0::bigint",
 				 2, types, values, SPI_OK_SELECT);
 		done = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+		parked = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
+		if (parked)
+		{
+			done = false;
+			resend_seen = true;
+		}
+		else if (resend_seen)
+		{
+			/* they are queued now: wait for those entries too */
+			int64		now_max = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
+															  SPI_tuptable->tupdesc, 3, &isnull));
+
+			resend_seen = false;
+			if (now_max > target)
+			{
+				target = now_max;
+				values[1] = Int64GetDatum(target);
+				SPI_freetuptable(SPI_tuptable);
+				continue;
+			}
+		}
 		SPI_freetuptable(SPI_tuptable);
 		if (done)
 			break;
