@@ -665,55 +665,15 @@ collection_dropped_at_commit(const char *name)
 	return false;
 }
 
-/* Waits until no worker has a batch of this mirror in flight. */
-static void
-set_stop_mirror(int mirror_id, int value)
-{
-	LWLockAcquire(chroma_shared->lock, LW_EXCLUSIVE);
-	for (int s = 0; s < CHROMA_MAX_DATABASES; s++)
-		if (chroma_shared->slots[s].dboid == MyDatabaseId &&
-			chroma_shared->slots[s].stop_mirror == (value ? 0 : mirror_id))
-			chroma_shared->slots[s].stop_mirror = value;
-	LWLockRelease(chroma_shared->lock);
-}
-
-/* The mirror whose worker was asked to leave it, until this transaction ends. */
-static int	stop_asked_for = 0;
-static bool stop_callback_registered = false;
-
-static void
-clear_stop_at_xact_end(XactEvent event, void *arg)
-{
-	if (stop_asked_for == 0)
-		return;
-	if (event == XACT_EVENT_COMMIT || event == XACT_EVENT_ABORT ||
-		event == XACT_EVENT_PARALLEL_COMMIT || event == XACT_EVENT_PARALLEL_ABORT ||
-		event == XACT_EVENT_PREPARE)
-	{
-		set_stop_mirror(stop_asked_for, 0);
-		stop_asked_for = 0;
-	}
-}
-
 /*
- * Asks the worker to leave this mirror until the transaction ends, and waits until it
- * has no batch of it in flight. Called before any lock on the table or the mirror row is
- * taken: the worker finishing its batch needs both, so waiting while holding them would
- * only wait out the timeout.
+ * Waits until the worker has left the mirror (no step of it under way), with a request of
+ * this call that it leave it (see shared.h). Called before any lock on the table or the
+ * mirror row is taken: the worker finishing its batch needs both, so waiting while
+ * holding them would only wait out the timeout.
  */
 static void
 wait_for_inflight(int mirror_id)
 {
-	if (!stop_callback_registered)
-	{
-		RegisterXactCallback(clear_stop_at_xact_end, NULL);
-		stop_callback_registered = true;
-	}
-	if (stop_asked_for == 0)
-	{
-		set_stop_mirror(mirror_id, mirror_id);
-		stop_asked_for = mirror_id;
-	}
 	for (int i = 0; i < 600; i++)
 	{
 		bool		busy = false;
@@ -741,6 +701,7 @@ chroma_unmirror(PG_FUNCTION_ARGS)
 	ChromaSavedUser su;
 	Oid			types[1] = {INT4OID};
 	Datum		values[1];
+	int			stop;
 
 	relid = owned_source(fcinfo);
 
@@ -748,13 +709,24 @@ chroma_unmirror(PG_FUNCTION_ARGS)
 	chroma_become_extension_owner(&su);
 	m = mirror_lookup(relid, optional_text(fcinfo, 2));
 	chroma_restore_user(&su);
-	wait_for_inflight(m->mirror_id);
 
 	/*
 	 * The table first, then the mirror row: a worker's transaction reads the table and
-	 * then updates the mirror row, so the other order could deadlock with it.
+	 * then updates the mirror row, so the other order could deadlock with it. Once the
+	 * table's lock is held, the worker skips the mirror until it is released (this
+	 * transaction or the savepoint that took it ends): the request can go.
 	 */
-	LockRelationOid(relid, AccessExclusiveLock);
+	stop = chroma_stop_request(m->mirror_id);
+	PG_TRY();
+	{
+		wait_for_inflight(m->mirror_id);
+		LockRelationOid(relid, AccessExclusiveLock);
+	}
+	PG_FINALLY();
+	{
+		chroma_stop_release(stop);
+	}
+	PG_END_TRY();
 	chroma_become_extension_owner(&su);
 	m = mirror_lookup(relid, optional_text(fcinfo, 2));
 	values[0] = Int32GetDatum(m->mirror_id);

@@ -318,15 +318,7 @@ set_busy(int mirror_id)
 static bool
 stop_requested(MirrorConfig *m)
 {
-	DbWorkerSlot *slot;
-	bool		stop = false;
-
-	LWLockAcquire(chroma_shared->lock, LW_SHARED);
-	slot = chroma_find_slot(MyDatabaseId);
-	if (slot)
-		stop = (slot->stop_mirror == m->mirror_id);
-	LWLockRelease(chroma_shared->lock);
-	return stop;
+	return chroma_stop_requested(m->mirror_id);
 }
 
 /* Keys of requests that may reach Chroma late: sent again once that cannot happen. */
@@ -387,9 +379,9 @@ sync_abandon(MirrorState *st)
 	Pipeline   *p = (Pipeline *) st->pipeline;
 
 	st->pipeline = NULL;
+	set_busy(0);
 	if (p == NULL)
 		return;
-	set_busy(0);
 	/* the request is aborted, but may have reached the server */
 	if (p->inflight != NULL && p->inflight->f.req != NULL)
 		remember_unknown(st, &p->inflight->b);
@@ -687,7 +679,6 @@ pipeline_end(Pipeline *p)
 	flight_free(p->ready);
 	p->ready = NULL;
 	p->st->pipeline = NULL;
-	set_busy(0);
 }
 
 /*
@@ -739,7 +730,6 @@ run_pipeline(MirrorConfig *m, MirrorState *st, TimestampTz *wake_at, bool backfi
 	p->wake_at = wake_at;
 	p->backfill = backfill;
 	st->pipeline = p;
-	set_busy(m->mirror_id);
 	while (ok)
 	{
 		if (stop_requested(m))
@@ -1074,12 +1064,38 @@ check_filter(MirrorConfig *m, MirrorState *st, TimestampTz *wake_at)
 	return true;
 }
 
+/*
+ * Whether the table can be read now: false while another session holds a lock that
+ * stops the worker's reads, in particular chroma_unmirror's until its transaction (or
+ * savepoint) ends. The mirror is then left alone: that session may also hold the mirror
+ * row and its queue and resend rows, and waiting for them would stop every mirror of
+ * the database. Looked at again in a second.
+ */
+static bool
+table_free(MirrorConfig *m, MirrorState *st, TimestampTz *wake_at)
+{
+	bool		free;
+
+	sync_begin_txn();
+	free = ConditionalLockRelationOid(m->relid, AccessShareLock);
+	sync_end_txn();
+	if (!free)
+	{
+		st->next_attempt = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), 1000);
+		if (*wake_at == 0 || st->next_attempt < *wake_at)
+			*wake_at = st->next_attempt;
+	}
+	return free;
+}
+
+static bool mirror_step(MirrorConfig *m, MirrorState *st, TimestampTz *wake_at);
+
 bool
 sync_mirror_step(MirrorConfig *m, MirrorState *st, TimestampTz *wake_at)
 {
 	bool		more = false;
 
-	if (m->paused || stop_requested(m))
+	if (m->paused)
 		return false;
 	if (st->next_attempt != 0 && GetCurrentTimestamp() < st->next_attempt)
 	{
@@ -1087,6 +1103,24 @@ sync_mirror_step(MirrorConfig *m, MirrorState *st, TimestampTz *wake_at)
 			*wake_at = st->next_attempt;
 		return false;
 	}
+
+	/*
+	 * Busy first, then the request to leave: chroma_unmirror makes its request and then
+	 * waits until the mirror is not busy, so either it sees this step or this step sees
+	 * its request. After its request it holds the table's lock, which table_free sees.
+	 */
+	set_busy(m->mirror_id);
+	if (!stop_requested(m) && table_free(m, st, wake_at))
+		more = mirror_step(m, st, wake_at);
+	set_busy(0);
+	return more;
+}
+
+static bool
+mirror_step(MirrorConfig *m, MirrorState *st, TimestampTz *wake_at)
+{
+	bool		more = false;
+
 	if (!check_filter(m, st, wake_at))
 		return false;
 	if (!ensure_collection(m, st, wake_at))
