@@ -1019,8 +1019,10 @@ chroma_resync(PG_FUNCTION_ARGS)
 		Oid			types[2] = {INT4OID, INT8OID};
 		Datum		values[2] = {Int32GetDatum(m->mirror_id), Int64GetDatum(rows)};
 
+		/* a new backfill_started_at: a page of the backfill under way no longer counts */
 		spi_exec("UPDATE chroma_sync.mirror SET backfill_done = false, backfill_after = NULL, "
-				 "backfill_sent = 0, backfill_total = $2, reconcile = true WHERE mirror_id = $1",
+				 "backfill_sent = 0, backfill_total = $2, reconcile = true, "
+				 "backfill_started_at = pg_catalog.clock_timestamp() WHERE mirror_id = $1",
 				 2, types, values, SPI_OK_UPDATE);
 	}
 	SPI_finish();
@@ -1089,7 +1091,8 @@ chroma_adopt(PG_FUNCTION_ARGS)
 		if (SPI_execute_with_args("UPDATE chroma_sync.mirror SET system_identifier = $2, database_oid = $3, "
 								  "collection_id = $4::uuid, paused = false, paused_reason = NULL, in_error = false, "
 								  "last_error = NULL, last_error_at = NULL, backfill_done = false, "
-								  "backfill_after = NULL, backfill_sent = 0, reconcile = true "
+								  "backfill_after = NULL, backfill_sent = 0, reconcile = true, "
+								  "backfill_started_at = pg_catalog.clock_timestamp() "
 								  "WHERE mirror_id = $1",
 								  4, types, values, nulls, false, 0) != SPI_OK_UPDATE)
 			elog(ERROR, "could not record the adopted mirror");
