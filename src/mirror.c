@@ -13,6 +13,7 @@
 #include "access/relation.h"
 #include "access/xact.h"
 #include "catalog/index.h"
+#include "catalog/namespace.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_index.h"
 #include "catalog/pg_type.h"
@@ -669,55 +670,15 @@ collection_dropped_at_commit(const char *name)
 	return false;
 }
 
-/* Waits until no worker has a batch of this mirror in flight. */
-static void
-set_stop_mirror(int mirror_id, int value)
-{
-	LWLockAcquire(chroma_shared->lock, LW_EXCLUSIVE);
-	for (int s = 0; s < CHROMA_MAX_DATABASES; s++)
-		if (chroma_shared->slots[s].dboid == MyDatabaseId &&
-			chroma_shared->slots[s].stop_mirror == (value ? 0 : mirror_id))
-			chroma_shared->slots[s].stop_mirror = value;
-	LWLockRelease(chroma_shared->lock);
-}
-
-/* The mirror whose worker was asked to leave it, until this transaction ends. */
-static int	stop_asked_for = 0;
-static bool stop_callback_registered = false;
-
-static void
-clear_stop_at_xact_end(XactEvent event, void *arg)
-{
-	if (stop_asked_for == 0)
-		return;
-	if (event == XACT_EVENT_COMMIT || event == XACT_EVENT_ABORT ||
-		event == XACT_EVENT_PARALLEL_COMMIT || event == XACT_EVENT_PARALLEL_ABORT ||
-		event == XACT_EVENT_PREPARE)
-	{
-		set_stop_mirror(stop_asked_for, 0);
-		stop_asked_for = 0;
-	}
-}
-
 /*
- * Asks the worker to leave this mirror until the transaction ends, and waits until it
- * has no batch of it in flight. Called before any lock on the table or the mirror row is
- * taken: the worker finishing its batch needs both, so waiting while holding them would
- * only wait out the timeout.
+ * Waits until the worker has left the mirror (no step of it under way), with a request of
+ * this call that it leave it (see shared.h). Called before any lock on the table or the
+ * mirror row is taken: the worker finishing its batch needs both, so waiting while
+ * holding them would only wait out the timeout.
  */
 static void
 wait_for_inflight(int mirror_id)
 {
-	if (!stop_callback_registered)
-	{
-		RegisterXactCallback(clear_stop_at_xact_end, NULL);
-		stop_callback_registered = true;
-	}
-	if (stop_asked_for == 0)
-	{
-		set_stop_mirror(mirror_id, mirror_id);
-		stop_asked_for = mirror_id;
-	}
 	for (int i = 0; i < 600; i++)
 	{
 		bool		busy = false;
@@ -745,6 +706,7 @@ chroma_unmirror(PG_FUNCTION_ARGS)
 	ChromaSavedUser su;
 	Oid			types[1] = {INT4OID};
 	Datum		values[1];
+	int			stop;
 
 	relid = owned_source(fcinfo);
 
@@ -752,13 +714,24 @@ chroma_unmirror(PG_FUNCTION_ARGS)
 	chroma_become_extension_owner(&su);
 	m = mirror_lookup(relid, optional_text(fcinfo, 2));
 	chroma_restore_user(&su);
-	wait_for_inflight(m->mirror_id);
 
 	/*
 	 * The table first, then the mirror row: a worker's transaction reads the table and
-	 * then updates the mirror row, so the other order could deadlock with it.
+	 * then updates the mirror row, so the other order could deadlock with it. Once the
+	 * table's lock is held, the worker skips the mirror until it is released (this
+	 * transaction or the savepoint that took it ends): the request can go.
 	 */
-	LockRelationOid(relid, AccessExclusiveLock);
+	stop = chroma_stop_request(m->mirror_id);
+	PG_TRY();
+	{
+		wait_for_inflight(m->mirror_id);
+		LockRelationOid(relid, AccessExclusiveLock);
+	}
+	PG_FINALLY();
+	{
+		chroma_stop_release(stop);
+	}
+	PG_END_TRY();
 	chroma_become_extension_owner(&su);
 	m = mirror_lookup(relid, optional_text(fcinfo, 2));
 	values[0] = Int32GetDatum(m->mirror_id);
@@ -894,6 +867,8 @@ chroma_flush(PG_FUNCTION_ARGS)
 	Oid			types[2] = {INT4ARRAYOID, INT8OID};
 	Datum		values[2];
 	bool		isnull;
+	bool		has_resend;
+	bool		resend_seen = false;
 
 	if (IsolationUsesXactSnapshot())
 		ereport(ERROR,
@@ -917,6 +892,8 @@ chroma_flush(PG_FUNCTION_ARGS)
 					 errhint("Commit the transaction that changed the table, then call chroma_flush().")));
 	}
 	values[0] = PointerGetDatum(ids);
+	/* chroma_sync.resend came in 0.5 (before, unknown keys waited in the worker's memory) */
+	has_resend = OidIsValid(get_relname_relid("resend", get_namespace_oid("chroma_sync", false)));
 	SPI_connect();
 	spi_exec("SELECT COALESCE(pg_catalog.max(qid), 0) FROM chroma_sync.queue "
 			 "WHERE mirror_id = ANY ($1)", 1, types, values, SPI_OK_SELECT);
@@ -929,12 +906,48 @@ chroma_flush(PG_FUNCTION_ARGS)
 	for (;;)
 	{
 		long		left;
+		bool		parked;
 
-		spi_exec("SELECT NOT EXISTS (SELECT 1 FROM chroma_sync.queue WHERE mirror_id = ANY ($1) "
+		/*
+		 * Keys parked in chroma_sync.resend (a request whose outcome is unknown may still
+		 * be applied late) are queued again, with new queue ids, once the request timeout
+		 * has passed: until then a change committed before this call may be in Chroma
+		 * only in a stale state. Wait for them to leave resend, then for the entries they
+		 * became (the worker moves them in one statement: a snapshot that no longer sees
+		 * them in resend sees them queued).
+		 */
+		spi_exec(has_resend ?
+				 "SELECT NOT EXISTS (SELECT 1 FROM chroma_sync.queue WHERE mirror_id = ANY ($1) "
 				 "AND qid <= $2) AND NOT EXISTS (SELECT 1 FROM chroma_sync.mirror "
-				 "WHERE mirror_id = ANY ($1) AND NOT backfill_done)",
+				 "WHERE mirror_id = ANY ($1) AND NOT backfill_done), "
+				 "EXISTS (SELECT 1 FROM chroma_sync.resend WHERE mirror_id = ANY ($1)), "
+				 "(SELECT COALESCE(pg_catalog.max(qid), 0) FROM chroma_sync.queue WHERE mirror_id = ANY ($1))" :
+				 "SELECT NOT EXISTS (SELECT 1 FROM chroma_sync.queue WHERE mirror_id = ANY ($1) "
+				 "AND qid <= $2) AND NOT EXISTS (SELECT 1 FROM chroma_sync.mirror "
+				 "WHERE mirror_id = ANY ($1) AND NOT backfill_done), false, 0::bigint",
 				 2, types, values, SPI_OK_SELECT);
 		done = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+		parked = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
+		if (parked)
+		{
+			done = false;
+			resend_seen = true;
+		}
+		else if (resend_seen)
+		{
+			/* they are queued now: wait for those entries too */
+			int64		now_max = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
+															  SPI_tuptable->tupdesc, 3, &isnull));
+
+			resend_seen = false;
+			if (now_max > target)
+			{
+				target = now_max;
+				values[1] = Int64GetDatum(target);
+				SPI_freetuptable(SPI_tuptable);
+				continue;
+			}
+		}
 		SPI_freetuptable(SPI_tuptable);
 		if (done)
 			break;
@@ -1011,8 +1024,10 @@ chroma_resync(PG_FUNCTION_ARGS)
 		Oid			types[2] = {INT4OID, INT8OID};
 		Datum		values[2] = {Int32GetDatum(m->mirror_id), Int64GetDatum(rows)};
 
+		/* a new backfill_started_at: a page of the backfill under way no longer counts */
 		spi_exec("UPDATE chroma_sync.mirror SET backfill_done = false, backfill_after = NULL, "
-				 "backfill_sent = 0, backfill_total = $2, reconcile = true WHERE mirror_id = $1",
+				 "backfill_sent = 0, backfill_total = $2, reconcile = true, "
+				 "backfill_started_at = pg_catalog.clock_timestamp() WHERE mirror_id = $1",
 				 2, types, values, SPI_OK_UPDATE);
 	}
 	SPI_finish();
@@ -1084,7 +1099,8 @@ chroma_adopt(PG_FUNCTION_ARGS)
 		if (SPI_execute_with_args("UPDATE chroma_sync.mirror SET system_identifier = $2, database_oid = $3, "
 								  "collection_id = $4::uuid, paused = false, paused_reason = NULL, in_error = false, "
 								  "last_error = NULL, last_error_at = NULL, backfill_done = false, "
-								  "backfill_after = NULL, backfill_sent = 0, reconcile = true "
+								  "backfill_after = NULL, backfill_sent = 0, reconcile = true, "
+								  "backfill_started_at = pg_catalog.clock_timestamp() "
 								  "WHERE mirror_id = $1",
 								  4, types, values, nulls, false, 0) != SPI_OK_UPDATE)
 			elog(ERROR, "could not record the adopted mirror");

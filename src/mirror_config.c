@@ -148,6 +148,8 @@ config_from_tuple(HeapTuple tup, TupleDesc td, const char *sysid)
 	m->backfill_done = DatumGetBool(SPI_getbinval(tup, td, 13, &isnull));
 	m->backfill_after = SPI_getvalue(tup, td, 14);
 	m->reconcile = DatumGetBool(SPI_getbinval(tup, td, 15, &isnull));
+	d = SPI_getbinval(tup, td, 23, &isnull);
+	m->backfill_run = isnull ? DT_NOBEGIN : DatumGetTimestampTz(d);
 	m->system_identifier = SPI_getvalue(tup, td, 16);
 	m->database_oid = DatumGetObjectId(SPI_getbinval(tup, td, 17, &isnull));
 	m->filter = SPI_getvalue(tup, td, 18);
@@ -197,7 +199,7 @@ load_where(const char *where, int nargs, Oid *types, Datum *values)
 	List	   *result = NIL;
 	MemoryContext caller = CurrentMemoryContext;
 	char	   *sysid = mirror_system_identifier();
-	char	   *sql = psprintf("SELECT " MIRROR_COLUMNS "%s FROM chroma_sync.mirror m %s ORDER BY mirror_id",
+	char	   *sql = psprintf("SELECT " MIRROR_COLUMNS "%s, backfill_started_at FROM chroma_sync.mirror m %s ORDER BY mirror_id",
 						   mirror_columns_by_name_exist() ? MIRROR_COLUMNS_BY_NAME : MIRROR_COLUMNS_NONE,
 						   where);
 

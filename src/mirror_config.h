@@ -8,6 +8,7 @@
 #include "postgres.h"
 
 #include "access/attnum.h"
+#include "datatype/timestamp.h"
 #include "fmgr.h"
 #include "nodes/pg_list.h"
 
@@ -58,6 +59,14 @@ typedef struct MirrorConfig
 	bool		paused;
 	bool		backfill_done;
 	char	   *backfill_after; /* NULL: from the start */
+
+	/*
+	 * The backfill the watermark belongs to: backfill_started_at, set anew by every
+	 * restart (chroma_resync, chroma_adopt, a new collection), or by the worker's first
+	 * page when NULL (DT_NOBEGIN here). Every watermark write compares it: a page read
+	 * before a restart starts from NULL too, like the first page of the new backfill.
+	 */
+	TimestampTz backfill_run;
 	bool		reconcile;
 	char	   *system_identifier;
 	Oid			database_oid;
