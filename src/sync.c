@@ -1098,18 +1098,18 @@ check_filter(MirrorConfig *m, MirrorState *st, TimestampTz *wake_at)
 static bool
 table_free(MirrorConfig *m, MirrorState *st, TimestampTz *wake_at)
 {
-	bool		free;
+	bool		unlocked;
 
 	sync_begin_txn();
-	free = ConditionalLockRelationOid(m->relid, AccessShareLock);
+	unlocked = ConditionalLockRelationOid(m->relid, AccessShareLock);
 	sync_end_txn();
-	if (!free)
+	if (!unlocked)
 	{
 		st->next_attempt = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), 1000);
 		if (*wake_at == 0 || st->next_attempt < *wake_at)
 			*wake_at = st->next_attempt;
 	}
-	return free;
+	return unlocked;
 }
 
 static bool mirror_step(MirrorConfig *m, MirrorState *st, TimestampTz *wake_at);
