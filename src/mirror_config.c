@@ -148,7 +148,8 @@ config_from_tuple(HeapTuple tup, TupleDesc td, const char *sysid)
 	m->backfill_done = DatumGetBool(SPI_getbinval(tup, td, 13, &isnull));
 	m->backfill_after = SPI_getvalue(tup, td, 14);
 	m->reconcile = DatumGetBool(SPI_getbinval(tup, td, 15, &isnull));
-	d = SPI_getbinval(tup, td, 23, &isnull);
+	/* by name: it follows the columns, whose number depends on the catalog's version */
+	d = SPI_getbinval(tup, td, SPI_fnumber(td, "backfill_started_at"), &isnull);
 	m->backfill_run = isnull ? DT_NOBEGIN : DatumGetTimestampTz(d);
 	m->system_identifier = SPI_getvalue(tup, td, 16);
 	m->database_oid = DatumGetObjectId(SPI_getbinval(tup, td, 17, &isnull));
