@@ -227,7 +227,8 @@ DECLARE
 	disabled text;
 BEGIN
 	-- a table's columns are renamed by ALTER VIEW and ALTER FOREIGN TABLE too (TAP 101)
-	IF TG_TAG OPERATOR(pg_catalog.<>) ALL (ARRAY['ALTER TABLE', 'ALTER VIEW', 'ALTER FOREIGN TABLE']) THEN
+	IF TG_TAG OPERATOR(pg_catalog.<>) ALL (ARRAY['ALTER TABLE', 'ALTER VIEW', 'ALTER FOREIGN TABLE',
+			'ALTER MATERIALIZED VIEW']) THEN
 		IF EXISTS (SELECT FROM chroma_sync.mirror WHERE filter IS NOT NULL) THEN
 			PERFORM chroma_sync.filters_renamed();
 		END IF;
@@ -269,10 +270,15 @@ $$;
 
 DROP EVENT TRIGGER chroma_sync_ddl_end;
 CREATE EVENT TRIGGER chroma_sync_ddl_end ON ddl_command_end
-	WHEN TAG IN ('ALTER TABLE', 'ALTER VIEW', 'ALTER FOREIGN TABLE', 'ALTER FUNCTION',
-		'ALTER ROUTINE', 'ALTER TYPE', 'ALTER DOMAIN', 'ALTER OPERATOR', 'ALTER COLLATION',
-		'ALTER SCHEMA')
+	WHEN TAG IN ('ALTER TABLE', 'ALTER VIEW', 'ALTER FOREIGN TABLE', 'ALTER MATERIALIZED VIEW',
+		'ALTER FUNCTION', 'ALTER ROUTINE', 'ALTER TYPE', 'ALTER DOMAIN', 'ALTER OPERATOR',
+		'ALTER COLLATION', 'ALTER SCHEMA', 'ALTER EXTENSION', 'ALTER TEXT SEARCH CONFIGURATION',
+		'ALTER TEXT SEARCH DICTIONARY')
 	EXECUTE FUNCTION chroma_sync.on_ddl_end();
+-- DDL applied with session_replication_role = replica (replication tools) is followed too,
+-- as the capture triggers fire ALWAYS (TAP 109)
+ALTER EVENT TRIGGER chroma_sync_ddl_end ENABLE ALWAYS;
+ALTER EVENT TRIGGER chroma_sync_sql_drop ENABLE ALWAYS;
 
 -- ===== Filters bound once, like CHECK constraints (TAP 090) =====
 -- A filter's text was parsed again at every use: its names were looked up again, so an

@@ -292,6 +292,9 @@ fixed_text_settings(void)
 	/* 'x\ty' is four characters and a backslash, whatever the session reads it as */
 	(void) set_config_option("standard_conforming_strings", "on", PGC_USERSET, PGC_S_SESSION,
 							 GUC_ACTION_SAVE, true, 0, false);
+	/* '{en,NULL}' holds a NULL, whatever the database reads it as (TAP 113) */
+	(void) set_config_option("array_nulls", "on", PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
 	return level;
 }
 
