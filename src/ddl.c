@@ -10,6 +10,7 @@
 
 #include "catalog/pg_inherits.h"
 #include "fmgr.h"
+#include "utils/guc.h"
 #include "utils/lsyscache.h"
 
 #include "mirror_columns.h"
@@ -87,10 +88,24 @@ chroma_sync_bind_filter(PG_FUNCTION_ARGS)
 {
 	MirrorConfig *m = mirror_load(PG_GETARG_INT32(0));
 
+	const char *settings[] = {"DateStyle", "IntervalStyle", "TimeZone",
+	"standard_conforming_strings", "array_nulls", "search_path"};
+	int			level;
+
 	if (m == NULL || !m->home || m->filter == NULL || m->filter_node != NULL ||
 		get_rel_name(m->relid) == NULL || m->column_problem != NULL)
 		PG_RETURN_BOOL(false);
+
+	/*
+	 * The text is read as the worker would read it, with the settings' defaults (the
+	 * configuration file's, the database's), not what the updating session set (TAP 111).
+	 */
+	level = NewGUCNestLevel();
+	for (int i = 0; i < (int) lengthof(settings); i++)
+		(void) set_config_option(settings[i], NULL, PGC_USERSET, PGC_S_SESSION,
+								 GUC_ACTION_SAVE, true, 0, false);
 	mirror_filter_store_bound(m, mirror_filter_derive(m));
+	AtEOXact_GUC(false, level);
 	PG_RETURN_BOOL(true);
 }
 

@@ -6,8 +6,10 @@
  * tree that refers to nothing; DROP ... CASCADE drops the trigger, and the worker pauses
  * the mirror with that reason (mirror_check.c).
  *
- * Columns are left out on purpose: dropping or retyping a column the filter reads pauses
- * the mirror with the reason (mirror_columns.c), as for any mirrored column.
+ * The table's own columns are left out on purpose: dropping or retyping a column the filter
+ * reads pauses the mirror with the reason (mirror_columns.c), as for any mirrored column.
+ * A field of a composite type the filter reads, and the object a reg* constant names
+ * ('public.myconf'::regconfig), are dependencies too, as for a CHECK constraint.
  */
 #include "postgres.h"
 
@@ -21,7 +23,11 @@
 #include "catalog/pg_depend.h"
 #include "catalog/pg_operator.h"
 #include "catalog/pg_proc.h"
+#include "catalog/pg_class.h"
+#include "catalog/pg_namespace.h"
 #include "catalog/pg_trigger.h"
+#include "catalog/pg_ts_config.h"
+#include "catalog/pg_ts_dict.h"
 #include "catalog/pg_type.h"
 #include "commands/trigger.h"
 #include "nodes/nodeFuncs.h"
@@ -39,12 +45,13 @@ typedef struct Refs
 } Refs;
 
 static void
-add(Refs *addrs, Oid classid, Oid objid)
+add_sub(Refs *addrs, Oid classid, Oid objid, int32 subid)
 {
 	if (!OidIsValid(objid))
 		return;
 	for (int i = 0; i < addrs->n; i++)
-		if (addrs->refs[i].classId == classid && addrs->refs[i].objectId == objid)
+		if (addrs->refs[i].classId == classid && addrs->refs[i].objectId == objid &&
+			addrs->refs[i].objectSubId == subid)
 			return;
 	if (addrs->n == addrs->size)
 	{
@@ -52,8 +59,67 @@ add(Refs *addrs, Oid classid, Oid objid)
 		addrs->refs = addrs->refs == NULL ? palloc_array(ObjectAddress, addrs->size)
 			: repalloc_array(addrs->refs, ObjectAddress, addrs->size);
 	}
-	ObjectAddressSet(addrs->refs[addrs->n], classid, objid);
+	ObjectAddressSubSet(addrs->refs[addrs->n], classid, objid, subid);
 	addrs->n++;
+}
+
+static void
+add(Refs *addrs, Oid classid, Oid objid)
+{
+	add_sub(addrs, classid, objid, 0);
+}
+
+/*
+ * The object a reg* constant names ('public.myconf'::regconfig), as find_expr_references
+ * records it for a CHECK constraint; only when it exists (a constant may name nothing).
+ */
+static void
+add_reg_constant(Refs *addrs, Const *c)
+{
+	Oid			id;
+
+	if (c->constisnull)
+		return;
+	id = DatumGetObjectId(c->constvalue);
+	switch (c->consttype)
+	{
+		case REGPROCOID:
+		case REGPROCEDUREOID:
+			if (SearchSysCacheExists1(PROCOID, ObjectIdGetDatum(id)))
+				add(addrs, ProcedureRelationId, id);
+			break;
+		case REGOPEROID:
+		case REGOPERATOROID:
+			if (SearchSysCacheExists1(OPEROID, ObjectIdGetDatum(id)))
+				add(addrs, OperatorRelationId, id);
+			break;
+		case REGCLASSOID:
+			if (SearchSysCacheExists1(RELOID, ObjectIdGetDatum(id)))
+				add(addrs, RelationRelationId, id);
+			break;
+		case REGTYPEOID:
+			if (SearchSysCacheExists1(TYPEOID, ObjectIdGetDatum(id)))
+				add(addrs, TypeRelationId, id);
+			break;
+		case REGCOLLATIONOID:
+			if (SearchSysCacheExists1(COLLOID, ObjectIdGetDatum(id)))
+				add(addrs, CollationRelationId, id);
+			break;
+		case REGCONFIGOID:
+			if (SearchSysCacheExists1(TSCONFIGOID, ObjectIdGetDatum(id)))
+				add(addrs, TSConfigRelationId, id);
+			break;
+		case REGDICTIONARYOID:
+			if (SearchSysCacheExists1(TSDICTOID, ObjectIdGetDatum(id)))
+				add(addrs, TSDictionaryRelationId, id);
+			break;
+		case REGNAMESPACEOID:
+			if (SearchSysCacheExists1(NAMESPACEOID, ObjectIdGetDatum(id)))
+				add(addrs, NamespaceRelationId, id);
+			break;
+		default:
+			break;
+	}
 }
 
 static void
@@ -117,7 +183,19 @@ refs_walker(Node *node, Refs *addrs)
 			break;
 		case T_Const:
 			add_type(addrs, ((Const *) node)->consttype);
+			add_reg_constant(addrs, (Const *) node);
 			break;
+		case T_FieldSelect:
+			{
+				/* a field of a composite: its attribute, as for a CHECK constraint (TAP 105) */
+				FieldSelect *f = (FieldSelect *) node;
+				Oid			rel = get_typ_typrelid(getBaseType(exprType((Node *) f->arg)));
+
+				if (OidIsValid(rel) && f->fieldnum > 0)
+					add_sub(addrs, RelationRelationId, rel, f->fieldnum);
+				add_type(addrs, f->resulttype);
+				break;
+			}
 		case T_CollateExpr:
 			add(addrs, CollationRelationId, ((CollateExpr *) node)->collOid);
 			break;
@@ -198,6 +276,20 @@ mirror_filter_refs_exist(const char *node)
 				break;
 			case CollationRelationId:
 				exists = SearchSysCacheExists1(COLLOID, ObjectIdGetDatum(id));
+				break;
+			case RelationRelationId:
+				exists = all.refs[i].objectSubId == 0
+					? SearchSysCacheExists1(RELOID, ObjectIdGetDatum(id))
+					: get_attname(id, all.refs[i].objectSubId, true) != NULL;
+				break;
+			case TSConfigRelationId:
+				exists = SearchSysCacheExists1(TSCONFIGOID, ObjectIdGetDatum(id));
+				break;
+			case TSDictionaryRelationId:
+				exists = SearchSysCacheExists1(TSDICTOID, ObjectIdGetDatum(id));
+				break;
+			case NamespaceRelationId:
+				exists = SearchSysCacheExists1(NAMESPACEOID, ObjectIdGetDatum(id));
 				break;
 		}
 		if (!exists)
