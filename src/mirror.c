@@ -701,7 +701,7 @@ Datum
 chroma_unmirror(PG_FUNCTION_ARGS)
 {
 	Oid			relid;
-	bool		drop_collection = PG_ARGISNULL(1) ? false : PG_GETARG_BOOL(1);
+	bool		drop_collection;
 	MirrorConfig *m;
 	ChromaSavedUser su;
 	Oid			types[1] = {INT4OID};
@@ -732,6 +732,8 @@ chroma_unmirror(PG_FUNCTION_ARGS)
 		chroma_stop_release(stop);
 	}
 	PG_END_TRY();
+	/* read after PG_TRY: nothing set before it is used after it (longjmp) */
+	drop_collection = PG_ARGISNULL(1) ? false : PG_GETARG_BOOL(1);
 	chroma_become_extension_owner(&su);
 	m = mirror_lookup(relid, optional_text(fcinfo, 2));
 	values[0] = Int32GetDatum(m->mirror_id);
