@@ -8,6 +8,7 @@
 #include "postgres.h"
 
 #include "access/attnum.h"
+#include "catalog/objectaddress.h"
 #include "datatype/timestamp.h"
 #include "fmgr.h"
 #include "nodes/pg_list.h"
@@ -210,6 +211,9 @@ extern Datum mirror_filter_refs_datum(const char *node);
  * drops the trigger (the mirror then pauses). mirror_filter_depend.c.
  */
 extern void mirror_filter_record_depends(Oid relid, int mirror_id, const char *node);
+
+/* What the bound tree refers to (functions, operators, types, collations; not its columns), each once. */
+extern ObjectAddress *mirror_filter_objects(const char *node, int *n);
 
 /* Whether every object the bound tree refers to (but its columns) still exists. */
 extern bool mirror_filter_refs_exist(const char *node);

@@ -22,6 +22,7 @@
 #include "catalog/dependency.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_namespace.h"
+#include "catalog/pg_operator.h"
 #include "commands/extension.h"
 #include "catalog/pg_attribute.h"
 #include "catalog/pg_collation.h"
@@ -384,90 +385,40 @@ mirror_filter_canonical(Oid relid, const char *filter, char **node)
 }
 
 /*
- * What a bound tree refers to, by name as pg_dump would write it: functions
- * (regprocedure), operators (regoperator), types and collations, schema-qualified.
+ * An object a bound tree refers to (mirror_filter_objects), by name as pg_dump would write
+ * it: functions (regprocedure), operators (regoperator), types and collations,
+ * schema-qualified.
  */
-static bool
-refs_walker(Node *node, List **refs)
+static char *
+ref_name(const ObjectAddress *a)
 {
-	Oid			type = InvalidOid;
-
-	if (node == NULL)
-		return false;
-	switch (nodeTag(node))
+	switch (a->classId)
 	{
-		case T_FuncExpr:
-			*refs = lappend(*refs, psprintf("function %s",
-											format_procedure_qualified(((FuncExpr *) node)->funcid)));
-			type = ((FuncExpr *) node)->funcresulttype;
-			break;
-		case T_OpExpr:
-		case T_DistinctExpr:
-		case T_NullIfExpr:
+		case ProcedureRelationId:
+			return psprintf("function %s", format_procedure_qualified(a->objectId));
+		case OperatorRelationId:
+			return psprintf("operator %s", format_operator_qualified(a->objectId));
+		case TypeRelationId:
+			return psprintf("type %s", format_type_extended(a->objectId, -1, FORMAT_TYPE_FORCE_QUALIFY));
+		case CollationRelationId:
 			{
-				OpExpr	   *op = (OpExpr *) node;
-
-				set_opfuncid(op);
-				*refs = lappend(*refs, psprintf("operator %s", format_operator_qualified(op->opno)));
-				*refs = lappend(*refs, psprintf("function %s", format_procedure_qualified(op->opfuncid)));
-				type = op->opresulttype;
-				break;
-			}
-		case T_ScalarArrayOpExpr:
-			{
-				ScalarArrayOpExpr *op = (ScalarArrayOpExpr *) node;
-
-				set_sa_opfuncid(op);
-				*refs = lappend(*refs, psprintf("operator %s", format_operator_qualified(op->opno)));
-				*refs = lappend(*refs, psprintf("function %s", format_procedure_qualified(op->opfuncid)));
-				break;
-			}
-		case T_RowCompareExpr:
-			{
-				ListCell   *lc;
-
-				foreach(lc, ((RowCompareExpr *) node)->opnos)
-					*refs = lappend(*refs, psprintf("operator %s",
-													format_operator_qualified(lfirst_oid(lc))));
-				break;
-			}
-		case T_CoerceViaIO:
-			type = ((CoerceViaIO *) node)->resulttype;
-			break;
-		case T_ArrayCoerceExpr:
-			type = ((ArrayCoerceExpr *) node)->resulttype;
-			break;
-		case T_RelabelType:
-			type = ((RelabelType *) node)->resulttype;
-			break;
-		case T_CoerceToDomain:
-			type = ((CoerceToDomain *) node)->resulttype;
-			break;
-		case T_Const:
-			type = ((Const *) node)->consttype;
-			break;
-		case T_CollateExpr:
-			{
-				Oid			coll = ((CollateExpr *) node)->collOid;
-				HeapTuple	tup = SearchSysCache1(COLLOID, ObjectIdGetDatum(coll));
+				HeapTuple	tup = SearchSysCache1(COLLOID, ObjectIdGetDatum(a->objectId));
 				Form_pg_collation c;
+				char	   *name;
 
 				if (!HeapTupleIsValid(tup))
-					elog(ERROR, "cache lookup failed for collation %u", coll);
+					elog(ERROR, "cache lookup failed for collation %u", a->objectId);
 				c = (Form_pg_collation) GETSTRUCT(tup);
-				*refs = lappend(*refs, psprintf("collation %s",
-												quote_qualified_identifier(get_namespace_name(c->collnamespace),
-																		   NameStr(c->collname))));
+				name = psprintf("collation %s",
+								quote_qualified_identifier(get_namespace_name(c->collnamespace),
+														   NameStr(c->collname)));
 				ReleaseSysCache(tup);
-				break;
+				return name;
 			}
 		default:
-			break;
+			elog(ERROR, "unexpected object class %u in a filter's references", a->classId);
 	}
-	if (OidIsValid(type))
-		*refs = lappend(*refs, psprintf("type %s",
-										format_type_extended(type, -1, FORMAT_TYPE_FORCE_QUALIFY)));
-	return expression_tree_walker(node, refs_walker, refs);
+	return NULL;				/* keep the compiler quiet */
 }
 
 static int
@@ -479,16 +430,13 @@ cmp_ref(const void *a, const void *b)
 char	  **
 mirror_filter_refs(const char *node, int *n)
 {
-	List	   *refs = NIL;
-	char	  **r;
 	int			len;
+	ObjectAddress *objs = mirror_filter_objects(node, &len);
+	char	  **r = palloc0_array(char *, Max(len, 1));
 	int			k = 0;
 
-	(void) refs_walker(stringToNode(node), &refs);
-	len = list_length(refs);
-	r = palloc0_array(char *, Max(len, 1));
 	for (int i = 0; i < len; i++)
-		r[i] = (char *) list_nth(refs, i);
+		r[i] = ref_name(&objs[i]);
 	qsort(r, len, sizeof(char *), cmp_ref);
 	/* sorted and each once: a set */
 	for (int i = 0; i < len; i++)

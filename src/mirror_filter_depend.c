@@ -234,6 +234,16 @@ recorded(Oid trigger, const ObjectAddress *ref)
 	return found;
 }
 
+ObjectAddress *
+mirror_filter_objects(const char *node, int *n)
+{
+	Refs		all = {0};
+
+	(void) refs_walker(stringToNode(node), &all);
+	*n = all.n;
+	return all.refs;
+}
+
 void
 mirror_filter_record_depends(Oid relid, int mirror_id, const char *node)
 {
