@@ -21,6 +21,10 @@
 #include "access/table.h"
 #include "catalog/dependency.h"
 #include "catalog/namespace.h"
+#include "catalog/objectaddress.h"
+#include "catalog/pg_class.h"
+#include "catalog/pg_ts_config.h"
+#include "catalog/pg_ts_dict.h"
 #include "catalog/pg_namespace.h"
 #include "catalog/pg_operator.h"
 #include "commands/extension.h"
@@ -415,6 +419,16 @@ ref_name(const ObjectAddress *a)
 				ReleaseSysCache(tup);
 				return name;
 			}
+		case RelationRelationId:
+			/* a relation of a regclass constant, or the field of a composite a filter reads */
+			return psprintf("%s %s", a->objectSubId != 0 ? "column" : "relation",
+							getObjectIdentity(a, false));
+		case TSConfigRelationId:
+			return psprintf("text search configuration %s", getObjectIdentity(a, false));
+		case TSDictionaryRelationId:
+			return psprintf("text search dictionary %s", getObjectIdentity(a, false));
+		case NamespaceRelationId:
+			return psprintf("schema %s", getObjectIdentity(a, false));
 		default:
 			elog(ERROR, "unexpected object class %u in a filter's references", a->classId);
 	}
