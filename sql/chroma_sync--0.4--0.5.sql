@@ -14,50 +14,6 @@ CREATE TABLE chroma_sync.resend (
 SELECT pg_catalog.pg_extension_config_dump('chroma_sync.resend', '');
 REVOKE ALL ON chroma_sync.resend FROM PUBLIC;
 
--- ===== Operators and functions resolved in pg_catalog only (issue 20) =====
--- While a script runs, search_path is the extension's schema and then pg_catalog: where
--- pg_catalog has no operator of the exact argument types, a role with CREATE on that schema
--- could plant one that wins. 0.1's status view bound bigint / numeric that way, and every
--- superuser who read it ran what it was bound to. The view is created again with every
--- operator written OPERATOR(pg_catalog.x) on exactly matching types (same columns, so
--- grants and views built on it stay). The functions of 0.1 pin search_path: their bodies
--- were never exposed. Keep this section before any later one that re-creates the view.
-CREATE OR REPLACE VIEW chroma_sync.status AS
-SELECT m.source,
-	m.collection,
-	CASE WHEN m.paused OR r.elsewhere THEN 'paused'
-		WHEN m.in_error THEN 'error'
-		WHEN NOT m.backfill_done THEN 'backfilling'
-		ELSE 'syncing' END AS state,
-	(SELECT pg_catalog.count(DISTINCT q.key) FROM chroma_sync.queue q
-		WHERE q.mirror_id OPERATOR(pg_catalog.=) m.mirror_id) AS pending,
-	(SELECT pg_catalog.count(*) FROM chroma_sync.failed f
-		WHERE f.mirror_id OPERATOR(pg_catalog.=) m.mirror_id) AS failed,
-	m.synced,
-	m.last_sync_at,
-	CASE WHEN r.elsewhere AND NOT m.paused THEN
-			'this mirror was created in another database or cluster (a restored copy?); '
-			'mirror the table into another collection, or take this one over with chroma_adopt()'
-		WHEN m.paused AND m.last_error IS NULL THEN m.paused_reason ELSE m.last_error END
-		AS last_error,
-	m.last_error_at,
-	pg_catalog.now() OPERATOR(pg_catalog.-) (SELECT pg_catalog.min(q.enqueued_at) FROM chroma_sync.queue q
-		WHERE q.mirror_id OPERATOR(pg_catalog.=) m.mirror_id) AS lag,
-	CASE WHEN NOT m.backfill_done THEN m.backfill_sent END AS backfill_sent,
-	CASE WHEN NOT m.backfill_done THEN m.backfill_total END AS backfill_total,
-	CASE WHEN NOT m.backfill_done AND m.backfill_started_at OPERATOR(pg_catalog.<) pg_catalog.now() THEN
-		pg_catalog.round(m.backfill_sent::pg_catalog.numeric OPERATOR(pg_catalog./)
-			EXTRACT(epoch FROM pg_catalog.now() OPERATOR(pg_catalog.-) m.backfill_started_at), 1)
-		END AS backfill_rows_per_second
-FROM chroma_sync.mirror m,
-	-- a restored copy is paused before its worker has seen it (or when it has no worker)
-	LATERAL (SELECT m.database_oid OPERATOR(pg_catalog.<>) (SELECT d.oid FROM pg_catalog.pg_database d
-				WHERE d.datname OPERATOR(pg_catalog.=) pg_catalog.current_database())
-			OR m.system_identifier OPERATOR(pg_catalog.<>) (SELECT (c.system_identifier::pg_catalog.numeric
-					OPERATOR(pg_catalog.+) CASE WHEN c.system_identifier OPERATOR(pg_catalog.<) 0::pg_catalog.int8
-						THEN 18446744073709551616 ELSE 0 END)::pg_catalog.text	-- unsigned, as the worker prints it
-				FROM pg_catalog.pg_control_system() c) AS elsewhere) r;
-
 -- ===== chroma_sync.api_key stored per role or per database (issue 20) =====
 -- Before 0.5 the library could be loaded lazily: in a session that had not loaded it,
 -- ALTER ROLE/DATABASE ... SET chroma_sync.api_key was stored unchecked in
@@ -331,3 +287,51 @@ BEGIN
 END
 $$;
 DROP FUNCTION chroma_sync.bind_filter(integer);
+
+-- ===== The status view: operators and functions resolved in pg_catalog only (issue 20) =====
+-- While a script runs, search_path is the extension's schema and then pg_catalog: where
+-- pg_catalog has no operator of the exact argument types, a role with CREATE on that schema
+-- could plant one that wins. 0.1's status view bound bigint / numeric that way, and every
+-- superuser who read it ran what it was bound to. The view is created again with every
+-- operator written OPERATOR(pg_catalog.x) on exactly matching types (same columns, so
+-- grants and views built on it stay). The functions of 0.1 pin search_path: their bodies
+-- were never exposed. Last in this script: it reads source_oid, added above. A mirror whose
+-- table was restored in its place (pg_restore --clean: same database, new OID) shows paused
+-- at once, as its worker pauses it.
+CREATE OR REPLACE VIEW chroma_sync.status AS
+SELECT m.source,
+	m.collection,
+	CASE WHEN m.paused OR r.elsewhere THEN 'paused'
+		WHEN m.in_error THEN 'error'
+		WHEN NOT m.backfill_done THEN 'backfilling'
+		ELSE 'syncing' END AS state,
+	(SELECT pg_catalog.count(DISTINCT q.key) FROM chroma_sync.queue q
+		WHERE q.mirror_id OPERATOR(pg_catalog.=) m.mirror_id) AS pending,
+	(SELECT pg_catalog.count(*) FROM chroma_sync.failed f
+		WHERE f.mirror_id OPERATOR(pg_catalog.=) m.mirror_id) AS failed,
+	m.synced,
+	m.last_sync_at,
+	CASE WHEN r.elsewhere AND NOT m.paused THEN
+			'this mirror was created in another database or cluster, or for a table since '
+			'restored in its place (a restored copy?); '
+			'mirror the table into another collection, or take this one over with chroma_adopt()'
+		WHEN m.paused AND m.last_error IS NULL THEN m.paused_reason ELSE m.last_error END
+		AS last_error,
+	m.last_error_at,
+	pg_catalog.now() OPERATOR(pg_catalog.-) (SELECT pg_catalog.min(q.enqueued_at) FROM chroma_sync.queue q
+		WHERE q.mirror_id OPERATOR(pg_catalog.=) m.mirror_id) AS lag,
+	CASE WHEN NOT m.backfill_done THEN m.backfill_sent END AS backfill_sent,
+	CASE WHEN NOT m.backfill_done THEN m.backfill_total END AS backfill_total,
+	CASE WHEN NOT m.backfill_done AND m.backfill_started_at OPERATOR(pg_catalog.<) pg_catalog.now() THEN
+		pg_catalog.round(m.backfill_sent::pg_catalog.numeric OPERATOR(pg_catalog./)
+			EXTRACT(epoch FROM pg_catalog.now() OPERATOR(pg_catalog.-) m.backfill_started_at), 1)
+		END AS backfill_rows_per_second
+FROM chroma_sync.mirror m,
+	-- a restored copy is paused before its worker has seen it (or when it has no worker)
+	LATERAL (SELECT m.database_oid OPERATOR(pg_catalog.<>) (SELECT d.oid FROM pg_catalog.pg_database d
+				WHERE d.datname OPERATOR(pg_catalog.=) pg_catalog.current_database())
+			OR m.system_identifier OPERATOR(pg_catalog.<>) (SELECT (c.system_identifier::pg_catalog.numeric
+					OPERATOR(pg_catalog.+) CASE WHEN c.system_identifier OPERATOR(pg_catalog.<) 0::pg_catalog.int8
+						THEN 18446744073709551616 ELSE 0 END)::pg_catalog.text	-- unsigned, as the worker prints it
+				FROM pg_catalog.pg_control_system() c)
+			OR m.source_oid OPERATOR(pg_catalog.<>) m.source::pg_catalog.oid AS elsewhere) r;

@@ -35,8 +35,15 @@ is(q1(q{SELECT string_agg(id || ':' || document, ',' ORDER BY id) FROM chroma_ge
 
 my $dump = $PostgreSQL::Test::Utils::tmp_check . '/t094.dump';
 $node->command_ok([ 'pg_dump', '-Fc', '-f', $dump, '-d', 'cl094' ], 'pg_dump -Fc');
+# cl094's worker goes first: the status view must tell the restored copy by itself
+$node->safe_psql('postgres', q{ALTER SYSTEM SET chroma_sync.worker_databases = 'postgres'; SELECT pg_reload_conf()});
+ok(poll_query($node, q{SELECT count(*) FROM pg_stat_activity WHERE backend_type LIKE 'chroma_sync%' AND datname = 'cl094'},
+	'0', 30), "cl094's worker has exited");
 $node->command_ok([ 'pg_restore', '--clean', '--if-exists', '--exit-on-error', '-d', 'cl094', $dump ],
 	'pg_restore --clean over the same database');
+is(q1(q{SELECT state || ' ' || (last_error ~ 'restored in its place') FROM chroma_sync.status}, 'cl094'), 'paused true',
+	'with no worker yet, the status view shows the copy restored in place as paused, and why');
+$node->safe_psql('postgres', q{ALTER SYSTEM RESET chroma_sync.worker_databases; SELECT pg_reload_conf()});
 sleep 3;
 note('after the restore: ' . q1(q{SELECT filter || ' ' || column_names::text || ' paused=' || paused FROM chroma_sync.mirror}, 'cl094'));
 my $sent = '';
