@@ -364,6 +364,7 @@ static bool
 is_connect_failure(CURLcode code, CURL *h)
 {
 	curl_off_t	pretransfer = 0;
+	long		request_size = -1;
 
 	switch (code)
 	{
@@ -381,9 +382,16 @@ is_connect_failure(CURLcode code, CURL *h)
 		default:
 			break;
 	}
-	/* A timeout before the request was sent. */
+	/*
+	 * A timeout before the request was sent: before the transfer began, or with not one
+	 * byte of the request issued (libcurl 8 sets the pre-transfer time even when the
+	 * connect phase timed out).
+	 */
 	if (curl_easy_getinfo(h, CURLINFO_PRETRANSFER_TIME_T, &pretransfer) == CURLE_OK &&
 		pretransfer == 0)
+		return true;
+	if (curl_easy_getinfo(h, CURLINFO_REQUEST_SIZE, &request_size) == CURLE_OK &&
+		request_size == 0)
 		return true;
 	return false;
 }
