@@ -621,11 +621,11 @@ collect_majors_child() {
 	wait "$MAJORS_CHILD"
 	rc=$?
 	MAJORS_CHILD=
-	echo "---- PostgreSQL ${MAJORS_OUT##*/majors-} (second harness, started at [$MAJORS_T], its own clock):"
+	echo "---- PostgreSQL $(basename "$MAJORS_OUT" .out) (second harness, started at [$MAJORS_T], its own clock):"
 	grep -vE '^[0-9]+ passed, [0-9]+ failed$' "$MAJORS_OUT" | sed 's/^/  /'
 	line=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$MAJORS_OUT" | tail -n 1)
 	if [ -z "$line" ]; then
-		broken "majors ${MAJORS_OUT##*/majors-}: the second harness ended (exit $rc) without a count"
+		broken "majors $(basename "$MAJORS_OUT" .out): the second harness ended (exit $rc) without a count"
 		return
 	fi
 	p=${line%% passed*}
@@ -659,7 +659,7 @@ on_exit() {
 		kill -TERM "$MAJORS_CHILD" 2>/dev/null
 		wait "$MAJORS_CHILD" 2>/dev/null
 		[ -s "$MAJORS_OUT" ] && show_tail "$MAJORS_OUT" 30
-		broken "majors ${MAJORS_OUT##*/majors-}: the second harness was stopped"
+		broken "majors $(basename "$MAJORS_OUT" .out): the second harness was stopped"
 	fi
 	cleanup
 	sanitizer_summary
