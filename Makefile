@@ -19,6 +19,7 @@ OBJS = \
 	src/shared.o \
 	src/mirror_config.o \
 	src/mirror_filter.o \
+	src/mirror_filter_depend.o \
 	src/mirror_check.o \
 	src/mirror_columns.o \
 	src/trigger.o \
@@ -73,3 +74,24 @@ sanitize-check:
 .PHONY: soak
 soak:
 	bash test/soak.sh $(ARGS)
+
+# The PGXN distribution of the committed tree (HEAD): chroma_sync-VERSION.zip with one top
+# directory chroma_sync-VERSION/, VERSION being META.json's.
+DISTVERSION = $(shell perl -MJSON::PP -0777 -ne 'print decode_json($$_)->{version}' META.json)
+.PHONY: dist
+dist:
+	git archive --format=zip --prefix=$(EXTENSION)-$(DISTVERSION)/ \
+		-o $(EXTENSION)-$(DISTVERSION).zip HEAD
+	@echo "$(EXTENSION)-$(DISTVERSION).zip"
+
+# The Debian packages (debian/, pg_buildext) of the committed tree (HEAD), built in
+# deb-build/ for every PostgreSQL major installed here that debian/pgversions allows
+# (PG_SUPPORTED_VERSIONS=18 picks one); needs dpkg-dev, debhelper and
+# postgresql-server-dev-all. debian/control is regenerated there for those majors.
+.PHONY: deb
+deb:
+	rm -rf deb-build && mkdir -p deb-build/$(EXTENSION)
+	git archive --format=tar HEAD | tar -C deb-build/$(EXTENSION) -xf -
+	cd deb-build/$(EXTENSION) && PG_UPDATECONTROL=yes pg_buildext updatecontrol && \
+		PG_UPDATECONTROL=yes dpkg-buildpackage -us -uc -b
+	ls deb-build/*.deb

@@ -175,10 +175,16 @@ $$;
 -- the columns the filter names) is now recorded by name, attnum and type with its typmod
 -- (qualified: "character(4)", "pg_catalog.text"); a restored copy finds its columns by
 -- name, and DDL that changes what would be sent pauses the mirror (see README "Mirrors").
+-- source_oid: the table's OID when they were recorded. pg_restore --clean over the same
+-- database keeps its OID and system identifier, but gives the table a new OID (source, a
+-- regclass, is dumped by name): a mirror whose source_oid differs is a restored copy too.
 ALTER TABLE chroma_sync.mirror
 	ADD COLUMN column_names name[],
 	ADD COLUMN column_attnums smallint[],		-- in the database the mirror was created in
-	ADD COLUMN column_type_names text[];
+	ADD COLUMN column_type_names text[],
+	ADD COLUMN source_oid oid,
+	-- what a bound filter refers to (below; read with the columns, so added with them)
+	ADD COLUMN filter_refs text[];
 
 -- After ALTER TABLE on a mirrored table: follow renames that change nothing sent, pause
 -- on any other change of the mirrored columns (or of the filter's).
@@ -207,6 +213,12 @@ END
 $$;
 DROP FUNCTION chroma_sync.record_columns(integer);
 
+-- After renaming (or moving) a function, type, operator, collation or schema: the text of
+-- every bound filter that names it is written again, in that transaction (TAP 049).
+CREATE FUNCTION chroma_sync.filters_renamed() RETURNS void
+	AS 'MODULE_PATHNAME', 'chroma_sync_filters_renamed' LANGUAGE C STRICT;
+REVOKE ALL ON FUNCTION chroma_sync.filters_renamed() FROM PUBLIC;
+
 CREATE OR REPLACE FUNCTION chroma_sync.on_ddl_end() RETURNS event_trigger
 	LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
@@ -214,11 +226,18 @@ DECLARE
 	m record;
 	disabled text;
 BEGIN
+	-- a table's columns are renamed by ALTER VIEW and ALTER FOREIGN TABLE too (TAP 101)
+	IF TG_TAG OPERATOR(pg_catalog.<>) ALL (ARRAY['ALTER TABLE', 'ALTER VIEW', 'ALTER FOREIGN TABLE']) THEN
+		IF EXISTS (SELECT FROM chroma_sync.mirror WHERE filter IS NOT NULL) THEN
+			PERFORM chroma_sync.filters_renamed();
+		END IF;
+		RETURN;
+	END IF;
 	FOR c IN SELECT DISTINCT objid FROM pg_catalog.pg_event_trigger_ddl_commands()
-			WHERE command_tag OPERATOR(pg_catalog.=) 'ALTER TABLE' LOOP
-		IF EXISTS (SELECT FROM chroma_sync.mirror
-				WHERE source::pg_catalog.oid OPERATOR(pg_catalog.=) c.objid) THEN
-			-- names, types and typmods of the mirrored columns and of the filter's
+			WHERE classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass LOOP
+		-- names, types and typmods of the mirrored columns and of the filter's, for the
+		-- table and every partition or child the command recursed to (reported as one)
+		IF EXISTS (SELECT FROM chroma_sync.mirror) THEN
 			PERFORM chroma_sync.columns_changed(c.objid);
 		END IF;
 		FOR m IN SELECT mirror_id, source FROM chroma_sync.mirror
@@ -241,8 +260,19 @@ BEGIN
 		END LOOP;
 		PERFORM chroma_sync.config_changed();
 	END LOOP;
+	-- a table renamed that another mirror's filter names (a regclass constant)
+	IF EXISTS (SELECT FROM chroma_sync.mirror WHERE filter IS NOT NULL) THEN
+		PERFORM chroma_sync.filters_renamed();
+	END IF;
 END
 $$;
+
+DROP EVENT TRIGGER chroma_sync_ddl_end;
+CREATE EVENT TRIGGER chroma_sync_ddl_end ON ddl_command_end
+	WHEN TAG IN ('ALTER TABLE', 'ALTER VIEW', 'ALTER FOREIGN TABLE', 'ALTER FUNCTION',
+		'ALTER ROUTINE', 'ALTER TYPE', 'ALTER DOMAIN', 'ALTER OPERATOR', 'ALTER COLLATION',
+		'ALTER SCHEMA')
+	EXECUTE FUNCTION chroma_sync.on_ddl_end();
 
 -- ===== Filters bound once, like CHECK constraints (TAP 090) =====
 -- A filter's text was parsed again at every use: its names were looked up again, so an
@@ -264,3 +294,34 @@ GRANT USAGE ON SCHEMA chroma_sync_filter TO PUBLIC;
 CREATE FUNCTION chroma_sync_filter.match(mirror_id integer, "row" record) RETURNS boolean
 	AS 'MODULE_PATHNAME', 'chroma_sync_filter_match' LANGUAGE C STABLE STRICT;
 GRANT EXECUTE ON FUNCTION chroma_sync_filter.match(integer, record) TO PUBLIC;
+-- What the bound tree refers to, by name and signature (functions as regprocedure,
+-- operators as regoperator, types as format_type, schema-qualified), recorded when the
+-- filter is bound: chroma_adopt binds the text again in a restored copy and refuses when
+-- it binds anything else (an overload planted before the adoption). NULL: not recorded
+-- (a filter bound before this column existed), the text alone is bound again.
+-- The filter's text is deparsed with fixed settings (DateStyle ISO, YMD...), so that it
+-- reads back the same in any database. (The column, filter_refs, is added above.)
+
+-- Filters stored by 0.4 as text are bound now, in each mirror's own database (as the
+-- worker would the first time it loads the mirror), so that a rename that follows is
+-- followed by the stored text even while the mirror is paused (TAP 099). One that does
+-- not bind (a function outside pg_catalog named without its schema) is reported and left
+-- as text: the worker pauses that mirror with the reason.
+CREATE FUNCTION chroma_sync.bind_filter(mirror_id integer) RETURNS boolean
+	AS 'MODULE_PATHNAME', 'chroma_sync_bind_filter' LANGUAGE C STRICT;
+DO $$
+DECLARE
+	m record;
+BEGIN
+	FOR m IN SELECT mirror_id, source FROM chroma_sync.mirror
+			WHERE filter IS NOT NULL AND filter_node IS NULL LOOP
+		BEGIN
+			PERFORM chroma_sync.bind_filter(m.mirror_id);
+		EXCEPTION WHEN OTHERS THEN
+			RAISE WARNING 'could not bind the filter of the mirror of %: %', m.source, SQLERRM
+				USING HINT = 'The worker pauses this mirror with the reason; unmirror the table and mirror it again with a filter that binds.';
+		END;
+	END LOOP;
+END
+$$;
+DROP FUNCTION chroma_sync.bind_filter(integer);

@@ -13,6 +13,7 @@
 #include "access/relation.h"
 #include "access/xact.h"
 #include "catalog/index.h"
+#include "catalog/namespace.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_index.h"
 #include "catalog/pg_type.h"
@@ -524,20 +525,22 @@ chroma_mirror(PG_FUNCTION_ARGS)
 	}
 
 	{
-		Oid			types[2] = {TEXTOID, TEXTOID};
-		Datum		values[2];
-		char		nulls[2] = {filter ? ' ' : 'n', filter ? ' ' : 'n'};
+		Oid			types[3] = {TEXTOID, TEXTOID, TEXTARRAYOID};
+		Datum		values[3];
+		char		nulls[3] = {filter ? ' ' : 'n', filter ? ' ' : 'n', filter ? ' ' : 'n'};
 
 		/* the text for display, dump and chroma_adopt; the bound tree for every use */
 		values[0] = filter ? CStringGetTextDatum(filter) : (Datum) 0;
 		values[1] = filter ? CStringGetTextDatum(filter_node) : (Datum) 0;
+		/* what it refers to, by name: chroma_adopt refuses a text that binds anything else */
+		values[2] = filter ? mirror_filter_refs_datum(filter_node) : (Datum) 0;
 		/* (a 0.4 catalog, before ALTER EXTENSION UPDATE, has no filter_node: the text alone) */
 		if (SPI_execute_with_args(psprintf("UPDATE chroma_sync.mirror m SET column_types = "
 										   "chroma_sync.mirror_column_types(m), filter = $1%s "
 										   "WHERE mirror_id = %d",
-										   mirror_filter_binds() ? ", filter_node = $2" : "",
+										   mirror_filter_binds() ? ", filter_node = $2, filter_refs = $3" : "",
 										   mirror_id),
-								  2, types, values, nulls, false, 0) != SPI_OK_UPDATE)
+								  3, types, values, nulls, false, 0) != SPI_OK_UPDATE)
 			elog(ERROR, "could not record the mirror's column types");
 	}
 	{
@@ -562,6 +565,9 @@ chroma_mirror(PG_FUNCTION_ARGS)
 					  "ENABLE ALWAYS TRIGGER chroma_sync_%d_truncate, "
 					  "ENABLE ALWAYS TRIGGER chroma_sync_%d_flush",
 					  qname, mirror_id, mirror_id, mirror_id), 0, NULL, NULL, SPI_OK_UTILITY);
+	/* DROP FUNCTION of what the filter calls is refused, as for a CHECK constraint */
+	if (filter != NULL && mirror_filter_binds())
+		mirror_filter_record_depends(relid, mirror_id, filter_node);
 	SPI_finish();
 	chroma_restore_user(&su);
 
@@ -664,55 +670,15 @@ collection_dropped_at_commit(const char *name)
 	return false;
 }
 
-/* Waits until no worker has a batch of this mirror in flight. */
-static void
-set_stop_mirror(int mirror_id, int value)
-{
-	LWLockAcquire(chroma_shared->lock, LW_EXCLUSIVE);
-	for (int s = 0; s < CHROMA_MAX_DATABASES; s++)
-		if (chroma_shared->slots[s].dboid == MyDatabaseId &&
-			chroma_shared->slots[s].stop_mirror == (value ? 0 : mirror_id))
-			chroma_shared->slots[s].stop_mirror = value;
-	LWLockRelease(chroma_shared->lock);
-}
-
-/* The mirror whose worker was asked to leave it, until this transaction ends. */
-static int	stop_asked_for = 0;
-static bool stop_callback_registered = false;
-
-static void
-clear_stop_at_xact_end(XactEvent event, void *arg)
-{
-	if (stop_asked_for == 0)
-		return;
-	if (event == XACT_EVENT_COMMIT || event == XACT_EVENT_ABORT ||
-		event == XACT_EVENT_PARALLEL_COMMIT || event == XACT_EVENT_PARALLEL_ABORT ||
-		event == XACT_EVENT_PREPARE)
-	{
-		set_stop_mirror(stop_asked_for, 0);
-		stop_asked_for = 0;
-	}
-}
-
 /*
- * Asks the worker to leave this mirror until the transaction ends, and waits until it
- * has no batch of it in flight. Called before any lock on the table or the mirror row is
- * taken: the worker finishing its batch needs both, so waiting while holding them would
- * only wait out the timeout.
+ * Waits until the worker has left the mirror (no step of it under way), with a request of
+ * this call that it leave it (see shared.h). Called before any lock on the table or the
+ * mirror row is taken: the worker finishing its batch needs both, so waiting while
+ * holding them would only wait out the timeout.
  */
 static void
 wait_for_inflight(int mirror_id)
 {
-	if (!stop_callback_registered)
-	{
-		RegisterXactCallback(clear_stop_at_xact_end, NULL);
-		stop_callback_registered = true;
-	}
-	if (stop_asked_for == 0)
-	{
-		set_stop_mirror(mirror_id, mirror_id);
-		stop_asked_for = mirror_id;
-	}
 	for (int i = 0; i < 600; i++)
 	{
 		bool		busy = false;
@@ -735,11 +701,12 @@ Datum
 chroma_unmirror(PG_FUNCTION_ARGS)
 {
 	Oid			relid;
-	bool		drop_collection = PG_ARGISNULL(1) ? false : PG_GETARG_BOOL(1);
+	bool		drop_collection;
 	MirrorConfig *m;
 	ChromaSavedUser su;
 	Oid			types[1] = {INT4OID};
 	Datum		values[1];
+	int			stop;
 
 	relid = owned_source(fcinfo);
 
@@ -747,13 +714,26 @@ chroma_unmirror(PG_FUNCTION_ARGS)
 	chroma_become_extension_owner(&su);
 	m = mirror_lookup(relid, optional_text(fcinfo, 2));
 	chroma_restore_user(&su);
-	wait_for_inflight(m->mirror_id);
 
 	/*
 	 * The table first, then the mirror row: a worker's transaction reads the table and
-	 * then updates the mirror row, so the other order could deadlock with it.
+	 * then updates the mirror row, so the other order could deadlock with it. Once the
+	 * table's lock is held, the worker skips the mirror until it is released (this
+	 * transaction or the savepoint that took it ends): the request can go.
 	 */
-	LockRelationOid(relid, AccessExclusiveLock);
+	stop = chroma_stop_request(m->mirror_id);
+	PG_TRY();
+	{
+		wait_for_inflight(m->mirror_id);
+		LockRelationOid(relid, AccessExclusiveLock);
+	}
+	PG_FINALLY();
+	{
+		chroma_stop_release(stop);
+	}
+	PG_END_TRY();
+	/* read after PG_TRY: nothing set before it is used after it (longjmp) */
+	drop_collection = PG_ARGISNULL(1) ? false : PG_GETARG_BOOL(1);
 	chroma_become_extension_owner(&su);
 	m = mirror_lookup(relid, optional_text(fcinfo, 2));
 	values[0] = Int32GetDatum(m->mirror_id);
@@ -889,6 +869,8 @@ chroma_flush(PG_FUNCTION_ARGS)
 	Oid			types[2] = {INT4ARRAYOID, INT8OID};
 	Datum		values[2];
 	bool		isnull;
+	bool		has_resend;
+	bool		resend_seen = false;
 
 	if (IsolationUsesXactSnapshot())
 		ereport(ERROR,
@@ -912,6 +894,8 @@ chroma_flush(PG_FUNCTION_ARGS)
 					 errhint("Commit the transaction that changed the table, then call chroma_flush().")));
 	}
 	values[0] = PointerGetDatum(ids);
+	/* chroma_sync.resend came in 0.5 (before, unknown keys waited in the worker's memory) */
+	has_resend = OidIsValid(get_relname_relid("resend", get_namespace_oid("chroma_sync", false)));
 	SPI_connect();
 	spi_exec("SELECT COALESCE(pg_catalog.max(qid), 0) FROM chroma_sync.queue "
 			 "WHERE mirror_id = ANY ($1)", 1, types, values, SPI_OK_SELECT);
@@ -924,12 +908,48 @@ chroma_flush(PG_FUNCTION_ARGS)
 	for (;;)
 	{
 		long		left;
+		bool		parked;
 
-		spi_exec("SELECT NOT EXISTS (SELECT 1 FROM chroma_sync.queue WHERE mirror_id = ANY ($1) "
+		/*
+		 * Keys parked in chroma_sync.resend (a request whose outcome is unknown may still
+		 * be applied late) are queued again, with new queue ids, once the request timeout
+		 * has passed: until then a change committed before this call may be in Chroma
+		 * only in a stale state. Wait for them to leave resend, then for the entries they
+		 * became (the worker moves them in one statement: a snapshot that no longer sees
+		 * them in resend sees them queued).
+		 */
+		spi_exec(has_resend ?
+				 "SELECT NOT EXISTS (SELECT 1 FROM chroma_sync.queue WHERE mirror_id = ANY ($1) "
 				 "AND qid <= $2) AND NOT EXISTS (SELECT 1 FROM chroma_sync.mirror "
-				 "WHERE mirror_id = ANY ($1) AND NOT backfill_done)",
+				 "WHERE mirror_id = ANY ($1) AND NOT backfill_done), "
+				 "EXISTS (SELECT 1 FROM chroma_sync.resend WHERE mirror_id = ANY ($1)), "
+				 "(SELECT COALESCE(pg_catalog.max(qid), 0) FROM chroma_sync.queue WHERE mirror_id = ANY ($1))" :
+				 "SELECT NOT EXISTS (SELECT 1 FROM chroma_sync.queue WHERE mirror_id = ANY ($1) "
+				 "AND qid <= $2) AND NOT EXISTS (SELECT 1 FROM chroma_sync.mirror "
+				 "WHERE mirror_id = ANY ($1) AND NOT backfill_done), false, 0::bigint",
 				 2, types, values, SPI_OK_SELECT);
 		done = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+		parked = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
+		if (parked)
+		{
+			done = false;
+			resend_seen = true;
+		}
+		else if (resend_seen)
+		{
+			/* they are queued now: wait for those entries too */
+			int64		now_max = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
+															  SPI_tuptable->tupdesc, 3, &isnull));
+
+			resend_seen = false;
+			if (now_max > target)
+			{
+				target = now_max;
+				values[1] = Int64GetDatum(target);
+				SPI_freetuptable(SPI_tuptable);
+				continue;
+			}
+		}
 		SPI_freetuptable(SPI_tuptable);
 		if (done)
 			break;
@@ -1006,8 +1026,10 @@ chroma_resync(PG_FUNCTION_ARGS)
 		Oid			types[2] = {INT4OID, INT8OID};
 		Datum		values[2] = {Int32GetDatum(m->mirror_id), Int64GetDatum(rows)};
 
+		/* a new backfill_started_at: a page of the backfill under way no longer counts */
 		spi_exec("UPDATE chroma_sync.mirror SET backfill_done = false, backfill_after = NULL, "
-				 "backfill_sent = 0, backfill_total = $2, reconcile = true WHERE mirror_id = $1",
+				 "backfill_sent = 0, backfill_total = $2, reconcile = true, "
+				 "backfill_started_at = pg_catalog.clock_timestamp() WHERE mirror_id = $1",
 				 2, types, values, SPI_OK_UPDATE);
 	}
 	SPI_finish();
@@ -1057,8 +1079,11 @@ chroma_adopt(PG_FUNCTION_ARGS)
 	/* found again by name in a restored copy; a mismatch is refused before Chroma is touched */
 	mirror_columns_require(m, "adopt");
 
-	/* a restored tree holds OIDs of another database: bound again here, as the table owner */
-	filter_node = m->filter && mirror_filter_binds() ? mirror_filter_derive(relid, m->filter) : NULL;
+	/*
+	 * A restored tree holds OIDs of another database: bound again here, as the table owner,
+	 * refused when it binds other functions, operators or types than those recorded.
+	 */
+	filter_node = m->filter && mirror_filter_binds() ? mirror_filter_derive(m) : NULL;
 
 	chroma_api_create_collection(m->collection, NULL, NULL, true, &coll);
 	ownership_claim(&coll, ownership_tag(sysid, MyDatabaseId, relid), true);
@@ -1076,7 +1101,8 @@ chroma_adopt(PG_FUNCTION_ARGS)
 		if (SPI_execute_with_args("UPDATE chroma_sync.mirror SET system_identifier = $2, database_oid = $3, "
 								  "collection_id = $4::uuid, paused = false, paused_reason = NULL, in_error = false, "
 								  "last_error = NULL, last_error_at = NULL, backfill_done = false, "
-								  "backfill_after = NULL, backfill_sent = 0, reconcile = true "
+								  "backfill_after = NULL, backfill_sent = 0, reconcile = true, "
+								  "backfill_started_at = pg_catalog.clock_timestamp() "
 								  "WHERE mirror_id = $1",
 								  4, types, values, nulls, false, 0) != SPI_OK_UPDATE)
 			elog(ERROR, "could not record the adopted mirror");
@@ -1088,6 +1114,9 @@ chroma_adopt(PG_FUNCTION_ARGS)
 		spi_exec("DELETE FROM chroma_sync.queue WHERE mirror_id = $1", 1, types, values, SPI_OK_DELETE);
 	}
 	mirror_columns_store(m);	/* the attnums of this table */
+	/* pg_depend is not dumped: the copy's trigger depends on what this binding refers to */
+	if (filter_node != NULL)
+		mirror_filter_record_depends(relid, m->mirror_id, filter_node);
 	SPI_finish();
 	chroma_restore_user(&su);
 	chroma_bump_config();

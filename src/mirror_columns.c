@@ -340,7 +340,8 @@ store(int mirror_id, int n, MirrorColumn *cols, int nkeys, int nmeta)
 		elog(ERROR, "SPI_connect failed");
 	if (SPI_execute_with_args("UPDATE chroma_sync.mirror SET column_names = $2::pg_catalog.name[], "
 							  "column_attnums = $3, column_type_names = $4, id_columns = $5, "
-							  "embedding_column = $6, document_column = $7, metadata_columns = $8 "
+							  "embedding_column = $6, document_column = $7, metadata_columns = $8, "
+							  "source_oid = source::pg_catalog.oid "
 							  "WHERE mirror_id OPERATOR(pg_catalog.=) $1", 8, argtypes, values, argnulls, false, 0) != SPI_OK_UPDATE ||
 		SPI_execute_with_args("UPDATE chroma_sync.mirror m SET column_types = chroma_sync.mirror_column_types(m) "
 							  "WHERE mirror_id OPERATOR(pg_catalog.=) $1", 1, argtypes, values, NULL, false, 0) != SPI_OK_UPDATE)
@@ -391,9 +392,11 @@ mirror_columns_store(MirrorConfig *m)
 bool
 mirror_columns_apply(MirrorConfig *m)
 {
-	if (!m->home || m->paused || m->columns == NULL)
+	if (!m->home || m->columns == NULL)
 		return false;
 	mirror_columns_resolve(m);
+	if (m->column_problem != NULL && m->paused)
+		return false;			/* checked again by chroma_resume */
 	if (m->column_problem != NULL)
 	{
 		char	   *status = mirror_columns_status(m);

@@ -37,8 +37,8 @@ extern void mirror_columns_record(int mirror_id, Oid relid, int nkeys, const Att
 extern void mirror_columns_store(MirrorConfig *m);
 
 /*
- * In the mirror's own database, for a mirror that is not paused: follows renames that
- * change nothing sent, or pauses the mirror with m->column_problem. True when paused.
+ * In the mirror's own database: follows renames that change nothing sent (paused or not),
+ * or pauses a mirror that is not paused with m->column_problem. True when it paused it.
  */
 extern bool mirror_columns_apply(MirrorConfig *m);
 

@@ -18,6 +18,7 @@
 #include "utils/guc.h"
 #include "utils/lsyscache.h"
 #include "utils/syscache.h"
+#include "utils/timestamp.h"
 #include "utils/uuid.h"
 
 #include "metadata.h"
@@ -31,9 +32,12 @@
 	"system_identifier, database_oid, filter, " \
 	/* filter_node came in 0.5: NULL before ALTER EXTENSION UPDATE */ \
 	"pg_catalog.to_jsonb(m) OPERATOR(pg_catalog.->>) 'filter_node'"
-/* 0.5 records the columns by name and type; an older catalog has none (columns 20-22) */
-#define MIRROR_COLUMNS_BY_NAME ", column_names::text[], column_attnums, column_type_names"
-#define MIRROR_COLUMNS_NONE ", NULL::text[], NULL::int2[], NULL::text[]"
+/*
+ * 0.5 records the columns by name and type (columns 20-22), what the filter refers to (23)
+ * and the table's OID when they were recorded (24); an older catalog has none
+ */
+#define MIRROR_COLUMNS_BY_NAME ", column_names::text[], column_attnums, column_type_names, filter_refs, source_oid"
+#define MIRROR_COLUMNS_NONE ", NULL::text[], NULL::int2[], NULL::text[], NULL::text[], NULL::oid"
 
 static AttrNumber *
 int2_array(Datum d, int *n)
@@ -145,11 +149,34 @@ config_from_tuple(HeapTuple tup, TupleDesc td, const char *sysid)
 	m->backfill_done = DatumGetBool(SPI_getbinval(tup, td, 13, &isnull));
 	m->backfill_after = SPI_getvalue(tup, td, 14);
 	m->reconcile = DatumGetBool(SPI_getbinval(tup, td, 15, &isnull));
+	/* by name: it follows the columns, whose number depends on the catalog's version */
+	d = SPI_getbinval(tup, td, SPI_fnumber(td, "backfill_started_at"), &isnull);
+	m->backfill_run = isnull ? DT_NOBEGIN : DatumGetTimestampTz(d);
 	m->system_identifier = SPI_getvalue(tup, td, 16);
 	m->database_oid = DatumGetObjectId(SPI_getbinval(tup, td, 17, &isnull));
 	m->filter = SPI_getvalue(tup, td, 18);
 	m->filter_node = SPI_getvalue(tup, td, 19);
-	m->home = m->database_oid == MyDatabaseId && strcmp(m->system_identifier, sysid) == 0;
+	{
+		bool		isnull_refs;
+		Datum		refs = SPI_getbinval(tup, td, 23, &isnull_refs);
+
+		/* 0.5: what the tree refers to, recorded when it was bound (NULL: not recorded) */
+		if (!isnull_refs)
+			m->filter_refs = text_array(refs, &m->nfilter_refs);
+	}
+	{
+		bool		isnull_oid;
+		Datum		recorded = SPI_getbinval(tup, td, 24, &isnull_oid);
+
+		/*
+		 * Made here: this database of this cluster, and the table it was recorded for (a
+		 * pg_restore --clean over the same database gives the table another OID; NULL:
+		 * recorded before 0.5, or a restored copy of such a mirror, told by the rest).
+		 */
+		m->home = m->database_oid == MyDatabaseId && m->system_identifier != NULL &&
+			strcmp(m->system_identifier, sysid) == 0 &&
+			(isnull_oid || DatumGetObjectId(recorded) == m->relid);
+	}
 	recorded_columns(m, tup, td);
 	if (get_rel_name(m->relid) != NULL)
 		mirror_columns_resolve(m);
@@ -174,7 +201,7 @@ load_where(const char *where, int nargs, Oid *types, Datum *values)
 	List	   *result = NIL;
 	MemoryContext caller = CurrentMemoryContext;
 	char	   *sysid = mirror_system_identifier();
-	char	   *sql = psprintf("SELECT " MIRROR_COLUMNS "%s FROM chroma_sync.mirror m %s ORDER BY mirror_id",
+	char	   *sql = psprintf("SELECT " MIRROR_COLUMNS "%s, backfill_started_at FROM chroma_sync.mirror m %s ORDER BY mirror_id",
 						   mirror_columns_by_name_exist() ? MIRROR_COLUMNS_BY_NAME : MIRROR_COLUMNS_NONE,
 						   where);
 

@@ -8,6 +8,8 @@
 #include "postgres.h"
 
 #include "access/attnum.h"
+#include "catalog/objectaddress.h"
+#include "datatype/timestamp.h"
 #include "fmgr.h"
 #include "nodes/pg_list.h"
 
@@ -58,15 +60,26 @@ typedef struct MirrorConfig
 	bool		paused;
 	bool		backfill_done;
 	char	   *backfill_after; /* NULL: from the start */
+
+	/*
+	 * The backfill the watermark belongs to: backfill_started_at, set anew by every
+	 * restart (chroma_resync, chroma_adopt, a new collection), or by the worker's first
+	 * page when NULL (DT_NOBEGIN here). Every watermark write compares it: a page read
+	 * before a restart starts from NULL too, like the first page of the new backfill.
+	 */
+	TimestampTz backfill_run;
 	bool		reconcile;
 	char	   *system_identifier;
 	Oid			database_oid;
 	char	   *filter;			/* as stored: deparsed by chroma_mirror (raw text before 0.5) */
 	char	   *filter_node;	/* the bound tree stored with it (NULL: stored by 0.4) */
+	char	  **filter_refs;	/* what the tree refers to, recorded when bound (NULL: none) */
+	int			nfilter_refs;
 	char	   *filter_node_derived;	/* the tree bound again from the text (mirror_filter_bound) */
 	char	   *filter_sql;		/* the filter in generated SQL (mirror_filter_sql) */
 	bool		filter_invalid; /* the stored filter failed that check */
-	bool		home;			/* in the database and cluster it was created in */
+	bool		home;			/* in the database, cluster and table it was recorded for (a
+								 * stored tree's OIDs mean something here) */
 	int			ncolumns;
 	MirrorColumn *columns;		/* NULL: not recorded (a row of chroma_sync before 0.5) */
 	char	  **meta_names;		/* metadata columns' recorded names (keys), or NULL */
@@ -178,8 +191,48 @@ extern void mirror_restore_user(MirrorSavedUser *s);
  */
 extern char *mirror_filter_canonical(Oid relid, const char *filter, char **node);
 
-/* The tree of a stored filter text, bound again as the table owner in the pinned search_path. */
-extern char *mirror_filter_derive(Oid relid, const char *filter);
+/*
+ * The tree of m's stored filter text, bound again as the table owner in the pinned
+ * search_path. When m->filter_refs were recorded, the text is read with the fixed settings
+ * it was written in, and a tree that refers to other functions, operators, types or
+ * collations than those recorded is refused (55000): an overload planted in a restored
+ * copy before chroma_adopt is never bound.
+ */
+extern char *mirror_filter_derive(MirrorConfig *m);
+
+/* What a bound tree (nodeToString) refers to, sorted, each once, as text. */
+extern char **mirror_filter_refs(const char *node, int *n);
+extern Datum mirror_filter_refs_datum(const char *node);
+
+/*
+ * Records that the mirror's row trigger depends on what the bound tree refers to
+ * (functions, operators, types, collations; not its columns), as a CHECK constraint does:
+ * DROP FUNCTION of a function the filter calls is refused (2BP01) unless CASCADE, which
+ * drops the trigger (the mirror then pauses). mirror_filter_depend.c.
+ */
+extern void mirror_filter_record_depends(Oid relid, int mirror_id, const char *node);
+
+/* What the bound tree refers to (functions, operators, types, collations; not its columns), each once. */
+extern ObjectAddress *mirror_filter_objects(const char *node, int *n);
+
+/* Whether every object the bound tree refers to (but its columns) still exists. */
+extern bool mirror_filter_refs_exist(const char *node);
+
+/*
+ * Stores node as m's bound filter (a filter stored by 0.4 as text, bound now): the tree,
+ * its references, its text written with the fixed settings, its dependencies.
+ */
+extern void mirror_filter_store_bound(MirrorConfig *m, const char *node);
+
+/*
+ * Writes m's filter text and references again from its bound tree, names as they are now,
+ * when they changed (a column, the table, a function, type or schema renamed): in the
+ * transaction of the rename, so that a dump names what the mirror reads.
+ */
+extern void mirror_filter_follow_names(MirrorConfig *m);
+
+/* The text of a bound tree, names as they are now, deparsed with fixed settings. */
+extern char *mirror_filter_text_of(Oid relid, const char *node);
 
 /*
  * The mirror's bound filter (NULL: none), checked against the table as it is now: the

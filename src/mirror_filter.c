@@ -9,7 +9,9 @@
  * evaluates the stored tree on the row. Renames change nothing; an overload planted later
  * is never chosen. A tree stored in another database or cluster (a restored copy), or
  * none (stored by 0.4), is derived again from the text, as the table owner, with the
- * pinned search_path.
+ * pinned search_path. The text is written with fixed settings (DateStyle ISO...) and read
+ * back with them; what the tree refers to (functions, operators, types, collations by
+ * name) is recorded with it (filter_refs), and a text that binds anything else is refused.
  */
 #include "postgres.h"
 
@@ -20,12 +22,15 @@
 #include "catalog/dependency.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_namespace.h"
+#include "catalog/pg_operator.h"
 #include "commands/extension.h"
 #include "catalog/pg_attribute.h"
+#include "catalog/pg_collation.h"
 #include "catalog/pg_constraint.h"
 #include "catalog/pg_proc.h"
 #include "catalog/pg_type.h"
 #include "executor/executor.h"
+#include "executor/spi.h"
 #include "executor/tuptable.h"
 #include "funcapi.h"
 #include "miscadmin.h"
@@ -43,6 +48,7 @@
 #include "utils/guc.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
+#include "utils/regproc.h"
 #include "utils/rel.h"
 #include "utils/ruleutils.h"
 #include "utils/syscache.h"
@@ -264,12 +270,41 @@ check_bound(Oid relid, Node *expr, const char *filter)
 		refuse(filter, "A filter must not cast to a domain whose CHECK constraint calls a function that is not immutable (such as now()).");
 }
 
+/*
+ * The settings a filter's text is written and read back in: constants render the same in
+ * every session and database (a date as 2024-03-04, not 04/03/2024 under 'SQL, DMY'; a
+ * timestamptz with its offset; floats exactly; backslashes in strings as they are), and
+ * that text reads back identically.
+ * Returns the GUC nest level to restore with AtEOXact_GUC(false, level).
+ */
+static int
+fixed_text_settings(void)
+{
+	int			level = NewGUCNestLevel();
+
+	(void) set_config_option("DateStyle", "ISO, YMD", PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
+	(void) set_config_option("IntervalStyle", "postgres", PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
+	(void) set_config_option("extra_float_digits", "3", PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
+	(void) set_config_option("TimeZone", "UTC", PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
+	/* 'x\ty' is four characters and a backslash, whatever the session reads it as */
+	(void) set_config_option("standard_conforming_strings", "on", PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
+	return level;
+}
+
 /* The text of a tree, names as they are now, in the pinned search_path (qualified outside pg_catalog). */
 static char *
 deparse(Oid relid, Node *expr)
 {
+	int			level = fixed_text_settings();
 	char	   *text = deparse_expression(expr, deparse_context_for(get_rel_name(relid), relid),
 										  false, false);
+
+	AtEOXact_GUC(false, level);
 
 	/* operators and boolean expressions deparse parenthesized, anything else is wrapped */
 	if (!IsA(expr, OpExpr) && !IsA(expr, BoolExpr))
@@ -283,8 +318,11 @@ deparse(Oid relid, Node *expr)
  * text qualifies every name the pinned path would not find. *node: the analyzed tree.
  */
 static char *
-canonical_as_owner(Oid relid, const char *filter, const char *parse_path, char **node)
+canonical_as_owner(Oid relid, const char *filter, const char *parse_path, bool fixed,
+				   char **node)
 {
+	/* the fixed settings before the scanner runs (standard_conforming_strings) */
+	int			level = fixed ? fixed_text_settings() : -1;
 	Node	   *raw = parse_one_expression(filter);
 	Relation	rel = relation_open(relid, AccessShareLock);
 	ParseState *pstate = make_parsestate(NULL);
@@ -306,6 +344,8 @@ canonical_as_owner(Oid relid, const char *filter, const char *parse_path, char *
 	if (pstate->p_hasSubLinks)
 		refuse(filter, "A filter must not contain a subquery: a change to another table would not re-send the row.");
 	check_bound(relid, expr, filter);
+	if (fixed)
+		AtEOXact_GUC(false, level);
 
 	if (parse_path)
 		set_search_path(MIRROR_OWNER_SEARCH_PATH);
@@ -317,7 +357,7 @@ canonical_as_owner(Oid relid, const char *filter, const char *parse_path, char *
 }
 
 static char *
-canonical(Oid relid, const char *filter, const char *parse_path, char **node)
+canonical(Oid relid, const char *filter, const char *parse_path, bool fixed, char **node)
 {
 	MirrorSavedUser su;
 	ErrorContextCallback cb;
@@ -328,7 +368,7 @@ canonical(Oid relid, const char *filter, const char *parse_path, char **node)
 	cb.previous = error_context_stack;
 	error_context_stack = &cb;
 	mirror_become_table_owner(relid, &su);
-	text = canonical_as_owner(relid, filter, parse_path, node);
+	text = canonical_as_owner(relid, filter, parse_path, fixed, node);
 	mirror_restore_user(&su);
 	error_context_stack = cb.previous;
 	return text;
@@ -338,24 +378,123 @@ char *
 mirror_filter_canonical(Oid relid, const char *filter, char **node)
 {
 	/* the names the caller wrote, as the caller's search_path finds them */
-	return canonical(relid, filter, pstrdup(namespace_search_path), node);
+	return canonical(relid, filter, pstrdup(namespace_search_path), false, node);
+}
+
+/*
+ * An object a bound tree refers to (mirror_filter_objects), by name as pg_dump would write
+ * it: functions (regprocedure), operators (regoperator), types and collations,
+ * schema-qualified.
+ */
+static char *
+ref_name(const ObjectAddress *a)
+{
+	switch (a->classId)
+	{
+		case ProcedureRelationId:
+			return psprintf("function %s", format_procedure_qualified(a->objectId));
+		case OperatorRelationId:
+			return psprintf("operator %s", format_operator_qualified(a->objectId));
+		case TypeRelationId:
+			return psprintf("type %s", format_type_extended(a->objectId, -1, FORMAT_TYPE_FORCE_QUALIFY));
+		case CollationRelationId:
+			{
+				HeapTuple	tup = SearchSysCache1(COLLOID, ObjectIdGetDatum(a->objectId));
+				Form_pg_collation c;
+				char	   *name;
+
+				if (!HeapTupleIsValid(tup))
+					elog(ERROR, "cache lookup failed for collation %u", a->objectId);
+				c = (Form_pg_collation) GETSTRUCT(tup);
+				name = psprintf("collation %s",
+								quote_qualified_identifier(get_namespace_name(c->collnamespace),
+														   NameStr(c->collname)));
+				ReleaseSysCache(tup);
+				return name;
+			}
+		default:
+			elog(ERROR, "unexpected object class %u in a filter's references", a->classId);
+	}
+	return NULL;				/* keep the compiler quiet */
+}
+
+static int
+cmp_ref(const void *a, const void *b)
+{
+	return strcmp(*(char *const *) a, *(char *const *) b);
+}
+
+char	  **
+mirror_filter_refs(const char *node, int *n)
+{
+	int			len;
+	ObjectAddress *objs = mirror_filter_objects(node, &len);
+	char	  **r = palloc0_array(char *, Max(len, 1));
+	int			k = 0;
+
+	for (int i = 0; i < len; i++)
+		r[i] = ref_name(&objs[i]);
+	qsort(r, len, sizeof(char *), cmp_ref);
+	/* sorted and each once: a set */
+	for (int i = 0; i < len; i++)
+		if (k == 0 || strcmp(r[k - 1], r[i]) != 0)
+			r[k++] = r[i];
+	*n = k;
+	return r;
+}
+
+Datum
+mirror_filter_refs_datum(const char *node)
+{
+	int			n;
+	char	  **r = mirror_filter_refs(node, &n);
+	Datum	   *d = palloc_array(Datum, Max(n, 1));
+
+	for (int i = 0; i < n; i++)
+		d[i] = CStringGetTextDatum(r[i]);
+	return PointerGetDatum(construct_array(d, n, TEXTOID, -1, false, TYPALIGN_INT));
+}
+
+static bool
+ref_in(const char *ref, char **refs, int n)
+{
+	for (int i = 0; i < n; i++)
+		if (refs[i] != NULL && strcmp(refs[i], ref) == 0)
+			return true;
+	return false;
 }
 
 char *
-mirror_filter_derive(Oid relid, const char *filter)
+mirror_filter_derive(MirrorConfig *m)
 {
 	char	   *node;
+	char	  **now;
+	int			n;
 
-	(void) canonical(relid, filter, NULL, &node);
+	/* text recorded with its references was written with the fixed settings: read it so */
+	(void) canonical(m->relid, m->filter, NULL, m->filter_refs != NULL, &node);
+	if (m->filter_refs == NULL)
+		return node;			/* bound before references were recorded: the text alone */
+	now = mirror_filter_refs(node, &n);
+	for (int i = 0; i < n; i++)
+		if (!ref_in(now[i], m->filter_refs, m->nfilter_refs))
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("the filter of mirror %d binds to other objects here than where it was stored",
+							m->mirror_id),
+					 errdetail("Bound again from its text \"%s\", it now refers to %s, which it did not when it was stored.",
+							   m->filter, now[i]),
+					 errhint("Drop or rename what was created since (an overload in a schema the filter names, for instance), or re-create the mirror with chroma_unmirror and chroma_mirror.")));
+	for (int i = 0; i < m->nfilter_refs; i++)
+		if (!ref_in(m->filter_refs[i], now, n))
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("the filter of mirror %d binds to other objects here than where it was stored",
+							m->mirror_id),
+					 errdetail("Bound again from its text \"%s\", it no longer refers to %s, as it did when it was stored.",
+							   m->filter, m->filter_refs[i]),
+					 errhint("Create what is missing, or re-create the mirror with chroma_unmirror and chroma_mirror.")));
 	return node;
-}
-
-/* Whether the stored tree was made here: OIDs of another database mean nothing. */
-static bool
-mirror_is_local(MirrorConfig *m)
-{
-	return m->database_oid == MyDatabaseId && m->system_identifier != NULL &&
-		strcmp(m->system_identifier, mirror_system_identifier()) == 0;
 }
 
 Node *
@@ -365,13 +504,13 @@ mirror_filter_bound(MirrorConfig *m)
 
 	if (m->filter == NULL)
 		return NULL;
-	if (m->filter_node != NULL && mirror_is_local(m))
+	if (m->filter_node != NULL && m->home)
 		expr = stringToNode(m->filter_node);
 	else
 	{
 		/* stored by 0.4, or restored: bound again from the text (stored by the worker, chroma_adopt) */
 		m->filter_node_derived = MemoryContextStrdup(GetMemoryChunkContext(m),
-													 mirror_filter_derive(m->relid, m->filter));
+													 mirror_filter_derive(m));
 		expr = stringToNode(m->filter_node_derived);
 	}
 	check_bound(m->relid, expr, m->filter);
@@ -379,17 +518,74 @@ mirror_filter_bound(MirrorConfig *m)
 }
 
 char *
-mirror_filter_text_now(MirrorConfig *m)
+mirror_filter_text_of(Oid relid, const char *node)
 {
 	MirrorSavedUser su;
 	char	   *text;
 
-	if (m->filter == NULL || m->filter_node == NULL || !mirror_is_local(m))
-		return NULL;
-	mirror_become_table_owner(m->relid, &su);
-	text = deparse(m->relid, stringToNode(m->filter_node));
+	mirror_become_table_owner(relid, &su);
+	text = deparse(relid, stringToNode(node));
 	mirror_restore_user(&su);
 	return text;
+}
+
+char *
+mirror_filter_text_now(MirrorConfig *m)
+{
+	/* (a function dropped with CASCADE: the mirror pauses, its trigger gone) */
+	if (m->filter == NULL || m->filter_node == NULL || !m->home ||
+		!mirror_filter_refs_exist(m->filter_node))
+		return NULL;
+	return mirror_filter_text_of(m->relid, m->filter_node);
+}
+
+void
+mirror_filter_store_bound(MirrorConfig *m, const char *node)
+{
+	char	   *text = mirror_filter_text_of(m->relid, node);
+	Oid			types[4] = {INT4OID, TEXTOID, TEXTARRAYOID, TEXTOID};
+	Datum		values[4] = {Int32GetDatum(m->mirror_id), CStringGetTextDatum(node),
+		mirror_filter_refs_datum(node), CStringGetTextDatum(text)};
+	MemoryContext mcxt = GetMemoryChunkContext(m);
+
+	/*
+	 * The tree is what every later use evaluates, with what it refers to (checked by
+	 * chroma_adopt), its text written again with the fixed settings (read back with them)
+	 * and its dependencies recorded.
+	 */
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	if (SPI_execute_with_args("UPDATE chroma_sync.mirror SET filter_node = $2, filter_refs = $3, filter = $4 "
+							  "WHERE mirror_id OPERATOR(pg_catalog.=) $1 AND filter_node IS NULL",
+							  4, types, values, NULL, false, 0) != SPI_OK_UPDATE)
+		elog(ERROR, "could not record the filter of mirror %d", m->mirror_id);
+	SPI_finish();
+	mirror_filter_record_depends(m->relid, m->mirror_id, node);
+	m->filter_node = MemoryContextStrdup(mcxt, node);
+	m->filter = MemoryContextStrdup(mcxt, text);
+}
+
+void
+mirror_filter_follow_names(MirrorConfig *m)
+{
+	char	   *text = mirror_filter_text_now(m);
+	Oid			types[3] = {INT4OID, TEXTOID, TEXTARRAYOID};
+	Datum		values[3];
+
+	if (text == NULL || strcmp(text, m->filter) == 0)
+		return;
+	values[0] = Int32GetDatum(m->mirror_id);
+	values[1] = CStringGetTextDatum(text);
+	/* the references, by their names now too: chroma_adopt checks the text against them */
+	values[2] = mirror_filter_refs_datum(m->filter_node);
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	if (SPI_execute_with_args("UPDATE chroma_sync.mirror SET filter = $2, filter_refs = $3 "
+							  "WHERE mirror_id OPERATOR(pg_catalog.=) $1",
+							  3, types, values, NULL, false, 0) != SPI_OK_UPDATE)
+		elog(ERROR, "could not record the filter of mirror %d", m->mirror_id);
+	SPI_finish();
+	m->filter = MemoryContextStrdup(GetMemoryChunkContext(m), text);
 }
 
 /* Where chroma_sync_filter.match exists (0.5; before ALTER EXTENSION UPDATE it does not). */
@@ -436,7 +632,7 @@ mirror_filter_sql(MirrorConfig *m)
 			char	   *node;
 
 			/* the extension is not updated to 0.5 yet: the checked text, as 0.4 did */
-			text = canonical(m->relid, m->filter, NULL, &node);
+			text = canonical(m->relid, m->filter, NULL, false, &node);
 		}
 		m->filter_sql = MemoryContextStrdup(mcxt, text);
 		m->filter_invalid = false;

@@ -199,3 +199,71 @@ chroma_config_generation(void)
 {
 	return chroma_shared ? pg_atomic_read_u64(&chroma_shared->config_generation) : 0;
 }
+
+/* Frees the requests of a backend that exits in the middle of chroma_unmirror (FATAL). */
+static void
+release_stops_at_exit(int code, Datum arg)
+{
+	if (chroma_shared == NULL)
+		return;
+	LWLockAcquire(chroma_shared->lock, LW_EXCLUSIVE);
+	for (int i = 0; i < CHROMA_MAX_STOPS; i++)
+		if (chroma_shared->stops[i].pid == MyProcPid)
+			memset(&chroma_shared->stops[i], 0, sizeof(StopRequest));
+	LWLockRelease(chroma_shared->lock);
+}
+
+int
+chroma_stop_request(int mirror_id)
+{
+	static bool exit_hook = false;
+	int			index = -1;
+
+	if (!exit_hook)
+	{
+		before_shmem_exit(release_stops_at_exit, (Datum) 0);
+		exit_hook = true;
+	}
+	LWLockAcquire(chroma_shared->lock, LW_EXCLUSIVE);
+	for (int i = 0; i < CHROMA_MAX_STOPS && index < 0; i++)
+		if (!OidIsValid(chroma_shared->stops[i].dboid))
+		{
+			index = i;
+			chroma_shared->stops[i].dboid = MyDatabaseId;
+			chroma_shared->stops[i].mirror_id = mirror_id;
+			chroma_shared->stops[i].pid = MyProcPid;
+		}
+	LWLockRelease(chroma_shared->lock);
+	if (index < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+				 errmsg("too many chroma_unmirror calls are running at once"),
+				 errdetail("At most %d calls can wait for a worker to leave their mirror at the same time.",
+						   CHROMA_MAX_STOPS),
+				 errhint("Try again when some of them have returned.")));
+	return index;
+}
+
+void
+chroma_stop_release(int index)
+{
+	if (index < 0 || index >= CHROMA_MAX_STOPS)
+		return;
+	LWLockAcquire(chroma_shared->lock, LW_EXCLUSIVE);
+	if (chroma_shared->stops[index].pid == MyProcPid)
+		memset(&chroma_shared->stops[index], 0, sizeof(StopRequest));
+	LWLockRelease(chroma_shared->lock);
+}
+
+bool
+chroma_stop_requested(int mirror_id)
+{
+	bool		stop = false;
+
+	LWLockAcquire(chroma_shared->lock, LW_SHARED);
+	for (int i = 0; i < CHROMA_MAX_STOPS && !stop; i++)
+		stop = chroma_shared->stops[i].dboid == MyDatabaseId &&
+			chroma_shared->stops[i].mirror_id == mirror_id;
+	LWLockRelease(chroma_shared->lock);
+	return stop;
+}

@@ -31,8 +31,7 @@ typedef struct DbWorkerSlot
 	int			failures;		/* consecutive failed starts, for backoff */
 	TimestampTz next_start;		/* not before */
 	TimestampTz started_at;
-	int			busy_mirror;	/* mirror whose batch is in flight, 0 = none */
-	int			stop_mirror;	/* a backend waits for the worker to leave this mirror */
+	int			busy_mirror;	/* mirror of the step under way, 0 = none */
 	bool		wake_pending;	/* woken since the worker last looked: do not go dormant */
 	uint64		starts;			/* how often a worker was started (tests) */
 } DbWorkerSlot;
@@ -49,6 +48,22 @@ typedef struct ProgressSlot
 	TimestampTz started_at;
 } ProgressSlot;
 
+/*
+ * A backend inside chroma_unmirror asks the worker to leave a mirror: each call has an
+ * entry of its own (two calls, in one session or in two, never share one), from before
+ * it waits for the worker until it holds the table's lock; after that the worker skips
+ * the mirror because the table is locked (see sync_mirror_step), until the transaction
+ * or the savepoint that took the lock ends.
+ */
+#define CHROMA_MAX_STOPS 128
+
+typedef struct StopRequest
+{
+	Oid			dboid;			/* InvalidOid: free */
+	int			mirror_id;
+	pid_t		pid;			/* the backend that asked */
+} StopRequest;
+
 typedef struct ChromaShared
 {
 	LWLock	   *lock;
@@ -59,6 +74,7 @@ typedef struct ChromaShared
 	ConditionVariable progress_cv;
 	DbWorkerSlot slots[CHROMA_MAX_DATABASES];
 	ProgressSlot progress_slots[CHROMA_MAX_PROGRESS];
+	StopRequest stops[CHROMA_MAX_STOPS];
 } ChromaShared;
 
 extern ChromaShared *chroma_shared;
@@ -85,5 +101,12 @@ extern void chroma_report_progress(void);
 extern void chroma_bump_config(void);
 extern void chroma_config_xact_end(bool committed);
 extern uint64 chroma_config_generation(void);
+
+/* A request of this backend that the worker of this database leave the mirror; its index. */
+extern int	chroma_stop_request(int mirror_id);
+extern void chroma_stop_release(int index);
+
+/* Whether a backend asks this database's worker to leave the mirror. */
+extern bool chroma_stop_requested(int mirror_id);
 
 #endif							/* CHROMA_SYNC_SHARED_H */

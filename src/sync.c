@@ -161,9 +161,9 @@ finish_batch(MirrorConfig *m, MirrorState *st, Batch *b, SendResult *res, bool b
 		st->unknown_keys = NIL;
 	}
 	{
-		Oid			types[6] = {INT4OID, INT8OID, BOOLOID, TEXTOID, INT8OID, TEXTOID};
-		Datum		values[6];
-		char		nulls[6] = {' ', ' ', ' ', ' ', ' ', ' '};
+		Oid			types[7] = {INT4OID, INT8OID, BOOLOID, TEXTOID, INT8OID, TEXTOID, TIMESTAMPTZOID};
+		Datum		values[7];
+		char		nulls[7] = {' ', ' ', ' ', ' ', ' ', ' ', ' '};
 
 		values[0] = Int32GetDatum(m->mirror_id);
 		values[1] = Int64GetDatum((int64) res->acknowledged);
@@ -175,19 +175,25 @@ finish_batch(MirrorConfig *m, MirrorState *st, Batch *b, SendResult *res, bool b
 		values[5] = b->page_after ? CStringGetTextDatum(b->page_after) : (Datum) 0;
 		if (b->page_after == NULL)
 			nulls[5] = 'n';
+		values[6] = TimestampTzGetDatum(m->backfill_run);
+		if (m->backfill_run == DT_NOBEGIN)
+			nulls[6] = 'n';
 
 		/*
-		 * The watermark moves only from where this page started: a chroma_resync (or
-		 * adopt) that restarted the backfill meanwhile is not undone by this stale page.
+		 * The watermark moves only from where this page started, in the backfill it was
+		 * read for: a chroma_resync (or adopt) that restarted the backfill meanwhile is
+		 * not undone by this stale page, the first page (from NULL) included.
 		 */
 		sync_exec("UPDATE chroma_sync.mirror SET synced = synced + $2, last_sync_at = pg_catalog.now(), "
 			 "in_error = false, "
 			 "backfill_after = CASE WHEN $3 AND backfill_after IS NOT DISTINCT FROM $6 "
+			 "AND backfill_started_at IS NOT DISTINCT FROM $7 "
 			 "THEN COALESCE($4, backfill_after) ELSE backfill_after END, "
 			 "backfill_sent = CASE WHEN $3 AND backfill_after IS NOT DISTINCT FROM $6 "
+			 "AND backfill_started_at IS NOT DISTINCT FROM $7 "
 			 "THEN backfill_sent + $5 ELSE backfill_sent END "
 			 "WHERE mirror_id = $1",
-			 6, types, values, nulls, SPI_OK_UPDATE);
+			 7, types, values, nulls, SPI_OK_UPDATE);
 	}
 	sync_end_txn();
 	st->failures = 0;
@@ -266,6 +272,7 @@ typedef struct Pipeline
 	Flight	   *ready;			/* read and encoded, sent when inflight completes */
 	bool		backlog;		/* drain: the last read filled a batch */
 	bool		table_busy;		/* another session holds a lock that stops reading the table */
+	bool		stale;			/* backfill: restarted since the configuration was read */
 } Pipeline;
 
 /*
@@ -318,15 +325,7 @@ set_busy(int mirror_id)
 static bool
 stop_requested(MirrorConfig *m)
 {
-	DbWorkerSlot *slot;
-	bool		stop = false;
-
-	LWLockAcquire(chroma_shared->lock, LW_SHARED);
-	slot = chroma_find_slot(MyDatabaseId);
-	if (slot)
-		stop = (slot->stop_mirror == m->mirror_id);
-	LWLockRelease(chroma_shared->lock);
-	return stop;
+	return chroma_stop_requested(m->mirror_id);
 }
 
 /* Keys of requests that may reach Chroma late: sent again once that cannot happen. */
@@ -387,9 +386,9 @@ sync_abandon(MirrorState *st)
 	Pipeline   *p = (Pipeline *) st->pipeline;
 
 	st->pipeline = NULL;
+	set_busy(0);
 	if (p == NULL)
 		return;
-	set_busy(0);
 	/* the request is aborted, but may have reached the server */
 	if (p->inflight != NULL && p->inflight->f.req != NULL)
 		remember_unknown(st, &p->inflight->b);
@@ -643,10 +642,32 @@ read_backfill_batch(Pipeline *p, Flight *f, const char *after)
 									mirror_present_sql(m)),
 						0, NULL, NULL);
 		total = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
-		sync_exec(psprintf("UPDATE chroma_sync.mirror SET backfill_total = " INT64_FORMAT ", "
-					  "backfill_sent = 0, backfill_started_at = pg_catalog.now() "
-					  "WHERE mirror_id = %d", total, m->mirror_id),
-			 0, NULL, NULL, NULL, SPI_OK_UPDATE);
+
+		/*
+		 * Only in the backfill this configuration was read in: a restart since (a new
+		 * backfill_started_at) makes this page stale, and the configuration is read again.
+		 * A backfill not restarted since 0.5 gets its backfill_started_at here.
+		 */
+		{
+			Oid			types[2] = {INT8OID, TIMESTAMPTZOID};
+			Datum		values[2] = {Int64GetDatum(total), TimestampTzGetDatum(m->backfill_run)};
+			char		nulls[2] = {' ', m->backfill_run == DT_NOBEGIN ? 'n' : ' '};
+
+			sync_exec(psprintf("UPDATE chroma_sync.mirror SET backfill_total = $1, backfill_sent = 0, "
+							   "backfill_started_at = COALESCE(backfill_started_at, pg_catalog.clock_timestamp()) "
+							   "WHERE mirror_id = %d AND NOT backfill_done AND backfill_after IS NULL "
+							   "AND backfill_started_at IS NOT DISTINCT FROM $2 RETURNING backfill_started_at",
+							   m->mirror_id),
+					  2, types, values, nulls, SPI_OK_UPDATE_RETURNING);
+			if (SPI_processed == 0)
+			{
+				p->stale = true;
+				sync_end_txn();
+				return 0;
+			}
+			m->backfill_run = DatumGetTimestampTz(SPI_getbinval(SPI_tuptable->vals[0],
+																SPI_tuptable->tupdesc, 1, &isnull));
+		}
 	}
 	b->page_after = after ? MemoryContextStrdup(f->ctx, after) : NULL;
 	n = sync_read_page(m, b, after, limit, f->ctx);
@@ -687,7 +708,6 @@ pipeline_end(Pipeline *p)
 	flight_free(p->ready);
 	p->ready = NULL;
 	p->st->pipeline = NULL;
-	set_busy(0);
 }
 
 /*
@@ -739,7 +759,6 @@ run_pipeline(MirrorConfig *m, MirrorState *st, TimestampTz *wake_at, bool backfi
 	p->wake_at = wake_at;
 	p->backfill = backfill;
 	st->pipeline = p;
-	set_busy(m->mirror_id);
 	while (ok)
 	{
 		if (stop_requested(m))
@@ -768,7 +787,7 @@ run_pipeline(MirrorConfig *m, MirrorState *st, TimestampTz *wake_at, bool backfi
 			{
 				uint64		n = read_backfill_batch(p, f, after_key);
 
-				if (p->table_busy)
+				if (p->table_busy || p->stale)
 				{
 					MemoryContextSwitchTo(old);
 					flight_free(f);
@@ -825,6 +844,8 @@ run_pipeline(MirrorConfig *m, MirrorState *st, TimestampTz *wake_at, bool backfi
 			exhausted = false;
 	}
 	pipeline_end(p);
+	if (p->stale)
+		return false;			/* the worker reads the configuration again */
 	if (p->table_busy)
 	{
 		/* look again in a second; the other mirrors go on meanwhile */
@@ -854,13 +875,15 @@ run_pipeline(MirrorConfig *m, MirrorState *st, TimestampTz *wake_at, bool backfi
 static void
 backfill_done(MirrorConfig *m, const char *last_key, const char *set_sql)
 {
-	Oid			types[2] = {INT4OID, TEXTOID};
-	Datum		values[2] = {Int32GetDatum(m->mirror_id), last_key ? CStringGetTextDatum(last_key) : (Datum) 0};
-	char		nulls[2] = {' ', last_key ? ' ' : 'n'};
+	Oid			types[3] = {INT4OID, TEXTOID, TIMESTAMPTZOID};
+	Datum		values[3] = {Int32GetDatum(m->mirror_id), last_key ? CStringGetTextDatum(last_key) : (Datum) 0,
+	TimestampTzGetDatum(m->backfill_run)};
+	char		nulls[3] = {' ', last_key ? ' ' : 'n', m->backfill_run == DT_NOBEGIN ? 'n' : ' '};
 
 	sync_exec(psprintf("UPDATE chroma_sync.mirror SET %s WHERE mirror_id = $1 "
-					   "AND backfill_after IS NOT DISTINCT FROM $2", set_sql),
-			  2, types, values, nulls, SPI_OK_UPDATE);
+					   "AND backfill_after IS NOT DISTINCT FROM $2 "
+					   "AND backfill_started_at IS NOT DISTINCT FROM $3", set_sql),
+			  3, types, values, nulls, SPI_OK_UPDATE);
 }
 
 /* Deletes collection ids that the table lacks (after a backfill or resync). */
@@ -1017,7 +1040,8 @@ ensure_collection(MirrorConfig *m, MirrorState *st, TimestampTz *wake_at)
 
 		/* a new collection: send everything again */
 		sync_exec("UPDATE chroma_sync.mirror SET collection_id = $2::uuid, backfill_done = false, "
-			 "backfill_after = NULL, backfill_sent = 0, reconcile = true, dimension = NULL "
+			 "backfill_after = NULL, backfill_sent = 0, reconcile = true, dimension = NULL, "
+			 "backfill_started_at = pg_catalog.clock_timestamp() "
 			 "WHERE mirror_id = $1", 2, types, values, NULL, SPI_OK_UPDATE);
 	}
 	sync_end_txn();
@@ -1049,37 +1073,53 @@ check_filter(MirrorConfig *m, MirrorState *st, TimestampTz *wake_at)
 	(void) mirror_filter_sql(m);
 	if (m->filter_node_derived != NULL && m->filter_node == NULL)
 	{
-		Oid			types[2] = {INT4OID, TEXTOID};
-		Datum		values[2] = {Int32GetDatum(m->mirror_id), CStringGetTextDatum(m->filter_node_derived)};
-
-		/* a filter stored by 0.4, bound now: the tree is what every later use evaluates */
-		sync_exec("UPDATE chroma_sync.mirror SET filter_node = $2 WHERE mirror_id = $1 "
-				  "AND filter_node IS NULL", 2, types, values, NULL, SPI_OK_UPDATE);
+		/* a filter stored by 0.4 (not bound by ALTER EXTENSION UPDATE), bound now */
+		mirror_filter_store_bound(m, m->filter_node_derived);
 	}
 	else
 	{
-		char	   *text = mirror_filter_text_now(m);
-
-		/* a column or the table renamed: the text shown (and dumped) follows the tree */
-		if (text != NULL && strcmp(text, m->filter) != 0)
-		{
-			Oid			types[2] = {INT4OID, TEXTOID};
-			Datum		values[2] = {Int32GetDatum(m->mirror_id), CStringGetTextDatum(text)};
-
-			sync_exec("UPDATE chroma_sync.mirror SET filter = $2 WHERE mirror_id = $1",
-					  2, types, values, NULL, SPI_OK_UPDATE);
-		}
+		/*
+		 * Renames are followed by the DDL's own transaction; this catches what no event
+		 * trigger reports (the text shown and dumped, and the references, follow the tree)
+		 */
+		mirror_filter_follow_names(m);
 	}
 	sync_end_txn();
 	return true;
 }
+
+/*
+ * Whether the table can be read now: false while another session holds a lock that
+ * stops the worker's reads, in particular chroma_unmirror's until its transaction (or
+ * savepoint) ends. The mirror is then left alone: that session may also hold the mirror
+ * row and its queue and resend rows, and waiting for them would stop every mirror of
+ * the database. Looked at again in a second.
+ */
+static bool
+table_free(MirrorConfig *m, MirrorState *st, TimestampTz *wake_at)
+{
+	bool		unlocked;
+
+	sync_begin_txn();
+	unlocked = ConditionalLockRelationOid(m->relid, AccessShareLock);
+	sync_end_txn();
+	if (!unlocked)
+	{
+		st->next_attempt = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), 1000);
+		if (*wake_at == 0 || st->next_attempt < *wake_at)
+			*wake_at = st->next_attempt;
+	}
+	return unlocked;
+}
+
+static bool mirror_step(MirrorConfig *m, MirrorState *st, TimestampTz *wake_at);
 
 bool
 sync_mirror_step(MirrorConfig *m, MirrorState *st, TimestampTz *wake_at)
 {
 	bool		more = false;
 
-	if (m->paused || stop_requested(m))
+	if (m->paused)
 		return false;
 	if (st->next_attempt != 0 && GetCurrentTimestamp() < st->next_attempt)
 	{
@@ -1087,6 +1127,24 @@ sync_mirror_step(MirrorConfig *m, MirrorState *st, TimestampTz *wake_at)
 			*wake_at = st->next_attempt;
 		return false;
 	}
+
+	/*
+	 * Busy first, then the request to leave: chroma_unmirror makes its request and then
+	 * waits until the mirror is not busy, so either it sees this step or this step sees
+	 * its request. After its request it holds the table's lock, which table_free sees.
+	 */
+	set_busy(m->mirror_id);
+	if (!stop_requested(m) && table_free(m, st, wake_at))
+		more = mirror_step(m, st, wake_at);
+	set_busy(0);
+	return more;
+}
+
+static bool
+mirror_step(MirrorConfig *m, MirrorState *st, TimestampTz *wake_at)
+{
+	bool		more = false;
+
 	if (!check_filter(m, st, wake_at))
 		return false;
 	if (!ensure_collection(m, st, wake_at))

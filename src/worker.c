@@ -536,7 +536,8 @@ state_for(List **states, int mirror_id)
 	return st;
 }
 
-#define RESTORED_COPY_REASON "this mirror was created in another database or cluster (a restored copy?); " \
+#define RESTORED_COPY_REASON "this mirror was created in another database or cluster, or for a table since " \
+	"restored in its place (a restored copy?); " \
 	"mirror the table into another collection, or take this one over with chroma_adopt()"
 
 /* Mirrors to work on; drops those whose table is gone, pauses restored copies. */
@@ -545,7 +546,6 @@ load_mirrors(bool *have_extension)
 {
 	List	   *mirrors = NIL;
 	MemoryContext caller = CurrentMemoryContext;
-	char	   *sysid = mirror_system_identifier();
 
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
@@ -568,7 +568,7 @@ load_mirrors(bool *have_extension)
 							   "DELETE FROM chroma_sync.failed WHERE mirror_id = %d; "
 							   "DELETE FROM chroma_sync.mirror WHERE mirror_id = %d",
 							   m->mirror_id, m->mirror_id, m->mirror_id);
-			else if (m->database_oid != MyDatabaseId || strcmp(m->system_identifier, sysid) != 0)
+			else if (!m->home)
 			{
 				/* the reason follows the table's columns (DDL in the copy) until it is adopted */
 				const char *reason = quote_literal_cstr(psprintf("%s%s%s", RESTORED_COPY_REASON,

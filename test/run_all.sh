@@ -47,7 +47,7 @@ usage() {
 	exit "${1:-0}"
 }
 
-SUITES=static,unit,fuzz,regress,tap,bench,majors
+SUITES=static,unit,fuzz,regress,tap,bench,majors,package
 SUITES_GIVEN=0
 PG_MAJORS_GIVEN=
 SERVERS="old new"
@@ -84,7 +84,7 @@ if [ $SANITIZE = 1 ] && [[ ",$SUITES," == *,bench,* ]]; then
 	exit 2
 fi
 for s in ${SUITES//,/ }; do
-	case $s in static | regress | unit | fuzz | tap | bench | majors) ;; *) echo "unknown suite '$s' (static, unit, fuzz, regress, tap, bench, majors)" >&2; exit 2 ;; esac
+	case $s in static | regress | unit | fuzz | tap | bench | majors | package) ;; *) echo "unknown suite '$s' (static, unit, fuzz, regress, tap, bench, majors, package)" >&2; exit 2 ;; esac
 done
 case $SERVERS in "old new" | old | new) ;; *) echo "unknown server '$SERVERS' (old or new)" >&2; exit 2 ;; esac
 wants() { [[ ",$SUITES," == *",$1,"* ]]; }
@@ -107,6 +107,8 @@ mkdir -p "$CHROMA_PIDS_DIR"
 . "$ROOT/test/lib/sanitize.sh"
 # shellcheck source=lib/pg_roots.sh
 . "$ROOT/test/lib/pg_roots.sh"
+# shellcheck source=lib/package.sh
+. "$ROOT/test/lib/package.sh"
 PG_MAJORS=${PG_MAJORS_GIVEN//,/ }
 PG_MAJORS=${PG_MAJORS:-$PG_OTHER_MAJORS}
 for m in $PG_MAJORS; do
@@ -682,7 +684,7 @@ trap 'exit 143' TERM
 
 echo "chroma_sync tests: suites=$SUITES servers=${SERVERS// /,}$([ $SANITIZE = 1 ] && echo ' sanitize') work dir=$WORK_DIR"
 want_chroma=0 want_new=0
-{ wants regress || wants tap || wants bench || wants majors; } && want_chroma=1
+{ wants regress || wants tap || wants bench || wants majors || wants package; } && want_chroma=1
 # TAP tests may start the new server themselves, whatever --server says.
 { [[ $SERVERS == *new* ]] || wants tap || wants majors; } && want_new=1
 if ! stage "install dependencies" install install_deps "$want_chroma" "$want_new"; then
@@ -749,6 +751,12 @@ fi
 [ "$SUITES" = majors ] || part_time pg15 $((SECONDS - t))
 wants majors && [ -n "$PG_MAJORS" ] && run_majors
 [ -n "$MAJORS_CHILD" ] && collect_majors_child
+# After the second harness: the package suite builds in the same sid root.
+if wants package; then
+	t=$SECONDS
+	run_package
+	part_time package $((SECONDS - t))
+fi
 
 FINISHED=1
 exit 0

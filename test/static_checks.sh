@@ -50,6 +50,10 @@ check_meta() {
 		die "provides.chroma_sync.version $p->{version} is not $semver\n" unless $p->{version} eq $semver;
 		die "provides.chroma_sync.file $p->{file} does not exist\n" unless -f $p->{file};
 		die "provides.chroma_sync.abstract is missing\n" unless $p->{abstract};
+		# The PostgreSQL majors tested (see README, Supported PostgreSQL versions): 15 to 19.
+		my $pg = $m->{prereqs}{runtime}{requires}{PostgreSQL} // "";
+		die "prereqs.runtime.requires.PostgreSQL is \"$pg\", not \">= 15.0.0, < 20.0.0\"\n"
+		  unless $pg eq ">= 15.0.0, < 20.0.0";
 	'
 }
 

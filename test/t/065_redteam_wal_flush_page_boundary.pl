@@ -39,7 +39,12 @@ BEGIN
 	l := pg_current_wal_insert_lsn();
 	PERFORM pg_logical_emit_message(false, 'x', repeat('x', 304));
 	ovh := (pg_current_wal_insert_lsn() - l) - 304;
-	FOR i IN 1 .. 20 LOOP
+	-- a record that crossed a page boundary also carried that page's header: measure
+	-- again (two short records in a row cannot both cross one), keep the smaller
+	l := pg_current_wal_insert_lsn();
+	PERFORM pg_logical_emit_message(false, 'x', repeat('x', 304));
+	ovh := least(ovh, (pg_current_wal_insert_lsn() - l) - 304);
+	FOR i IN 1 .. 40 LOOP
 		rem := 8192 - ((pg_current_wal_insert_lsn() - '0/0'::pg_lsn) % 8192)::int;
 		IF rem = 8192 - 24 THEN EXIT; END IF;
 		IF rem - ovh >= 304 THEN

@@ -6,6 +6,9 @@
 # upgraded from PostgreSQL < 15 has it for PUBLIC) who adds public.norm(varchar) between
 # pg_restore and chroma_adopt gets her function bound: the worker then runs it as the
 # table's owner (here a superuser). In the original, the same overload is never chosen.
+# Fixed: chroma_mirror records what the bound filter refers to (filter_refs), and
+# chroma_adopt refuses a text that binds anything else; once the overload is gone, the
+# adoption goes through and the filter calls public.norm(anyelement).
 use strict;
 use warnings;
 
@@ -61,6 +64,18 @@ q1(q{INSERT INTO public.a VALUES (3, '{0,0,1}', 'KEEP')});
 is(q1(q{SELECT chroma_flush('public.a', interval '60 seconds')}), 't', 'the original sends row 3');
 is(q1(q{SELECT count(*) FROM public.ran}), '0', 'original: mallory\'s overload is not chosen (bound by OID)');
 
+# chroma_adopt binds the text again, finds public.norm(character varying) where
+# public.norm(anyelement) was recorded, and refuses before anything runs
+my ($ret, $out, $err) = $node->psql('copy091', q{SELECT chroma_adopt('public.a')},
+	extra_params => [ '-v', 'VERBOSITY=verbose' ]);
+isnt($ret, 0, 'copy: chroma_adopt refuses while the filter binds the planted overload');
+like($err, qr/55000.*binds to other objects.*public\.norm\(character varying\)/s,
+	'copy: the refusal (55000) names the function the text now binds') or diag($err);
+is(q1(q{SELECT count(*) FROM chroma_sync.mirror WHERE database_oid = (SELECT oid FROM pg_database WHERE datname = current_database())}, 'copy091'),
+	'0', 'copy: the mirror is not adopted');
+
+# the DBA removes it: the text binds what was recorded, and the adoption goes through
+q1(q{DROP FUNCTION public.norm(varchar)}, 'copy091');
 q1(q{SELECT chroma_adopt('public.a')}, 'copy091');
 q1(q{INSERT INTO public.a VALUES (4, '{1,1,0}', 'keep')}, 'copy091');
 $node->safe_psql('copy091', q{SELECT chroma_flush('public.a', interval '30 seconds')}, timeout => 60);

@@ -8,6 +8,8 @@
 # (d >= '04/03/2024'::date). A restored copy (a database without that setting, as
 # pg_restore into a new database leaves it) reads it as April 3: chroma_adopt resends only
 # the rows after April 3 and chroma_verify reports no difference.
+# Fixed: the text is deparsed (and read back at adopt) with DateStyle 'ISO, YMD',
+# IntervalStyle postgres, extra_float_digits 3 and TimeZone UTC: (d >= '2024-03-04'::date).
 use strict;
 use warnings;
 

@@ -51,4 +51,22 @@ ok($sent eq '1:B1' || $sent eq '',
 isnt(q1(q{SELECT filter FROM chroma_sync.mirror}, 'cl094'), '(b > 5)',
 	'the filter is not silently re-pointed at column b');
 
+# taken over, the copy finds its columns by name: a (attnum 3 now) and body (attnum 5)
+is(q1(q{SELECT paused FROM chroma_sync.mirror}, 'cl094'), 't',
+	'the mirror restored over its own database is paused as a restored copy');
+like(q1(q{SELECT paused_reason FROM chroma_sync.mirror}, 'cl094'), qr/restored in its place/,
+	'the reason says why and what to do');
+q1(q{SELECT chroma_adopt('public.c')}, 'cl094');
+is($node->safe_psql('cl094', q{SELECT chroma_flush('public.c', interval '60 seconds')}, timeout => 90), 't',
+	'the adopted mirror flushes');
+is(q1(q{SELECT string_agg(id || ':' || document, ',' ORDER BY id) FROM chroma_get('cs_t094')}), '1:B1',
+	'adopted, it sends row 1 (a > 5) with its body, read from the columns of those names');
+is(q1(q{SELECT filter || ' ' || column_names::text FROM chroma_sync.mirror}, 'cl094'),
+	'(a > 5) {id,embedding,body,a}', 'the filter and the recorded names are the same columns');
+q1(q{UPDATE c SET a = 0, b = 10 WHERE id = 1; UPDATE c SET a = 10, note = 'N2x' WHERE id = 2}, 'cl094');
+is($node->safe_psql('cl094', q{SELECT chroma_flush('public.c', interval '60 seconds')}, timeout => 90), 't',
+	'live changes flush');
+is(q1(q{SELECT string_agg(id || ':' || document, ',' ORDER BY id) FROM chroma_get('cs_t094')}), '2:B2',
+	'live changes are filtered on a and documented by body');
+
 finish($node, $log0);
