@@ -3,20 +3,24 @@
 # installs what is missing (apt, npm, the glibc of the new Chroma server), builds and
 # installs the extension, then runs the C unit tests, a short libFuzzer run of every fuzz
 # target, pg_regress against the old and the new Chroma server, and the TAP tests, all on the
-# host's PostgreSQL 15; then (suite "majors") the extension built with WERROR=1 on
-# PostgreSQL 17, 18 and 19 in Debian roots made with debootstrap from the machine's own
-# archive (trixie: 17, sid: 18, experimental: 19; cached in /var/cache/chroma_sync/pgroots) and pg_regress
-# against a server of each. Stops every server it started, also on failure.
-# The last line of output is "N passed, M failed"; the exit status is non-zero when
-# anything failed or broke.
+# host's PostgreSQL 15; then (suite "majors") PostgreSQL 17, 18 and 19 in Debian roots made
+# with debootstrap from the machine's own archive (trixie: 17, sid: 18, experimental: 19;
+# cached in /var/cache/chroma_sync/pgroots): on each, the extension built with WERROR=1,
+# pg_regress, and TAP tests run inside the root (18: pg_regress on both Chroma servers and
+# every TAP file; 17 and 19: pg_regress on the first server and the mirror TAP set; see
+# pg_tap_set in test/lib/pg_roots.sh). 18 and 19 run in a second harness alongside the
+# rest (PG_CONCURRENT_MAJORS= turns that off). Stops every server it started, also on failure.
+# The last line of output is "N passed, M failed" (before it, "parts:" gives the time of
+# each part); the exit status is non-zero when anything failed or broke.
 #
 #   bash test/run_all.sh [--only static|unit|fuzz|regress|tap|bench|majors[,...]] [--server old|new]
 #                        [--sanitize] [--pg 17,18,19]
 #   TAP='03*' bash test/run_all.sh --only tap     (only the matching TAP files)
-#   bash test/run_all.sh --pg 18                  (build and pg_regress on PostgreSQL 18 only)
+#   bash test/run_all.sh --pg 18                  (PostgreSQL 18's part only: build, regress, TAP)
+#   bash test/run_all.sh --pg 17,19 --only tap    (their build and TAP part only)
 #
-# --pg LIST: the majors the "majors" suite covers (default 17,18,19); without --only it runs
-# that suite alone.
+# --pg LIST: the majors the "majors" suite covers (default 17,18,19); it runs that suite
+# alone (--only may then name regress or tap, the parts of it to run).
 #
 # --sanitize (make sanitize-check): the extension built with SANITIZE=1 (ASan and UBSan),
 # every PostgreSQL server started with the ASan runtime preloaded (see test/lib/sanitize.sh),
@@ -62,7 +66,19 @@ while [ $# -gt 0 ]; do
 	esac
 done
 [ $SANITIZE = 1 ] && [ $SUITES_GIVEN = 0 ] && SUITES=regress,tap
-[ -n "$PG_MAJORS_GIVEN" ] && [ $SUITES_GIVEN = 0 ] && SUITES=majors
+# What the "majors" suite runs on each major besides the build: with --pg, regress and tap
+# unless --only names one of them; else regress and tap when the run includes them (on the
+# host), both when --only names majors alone.
+MAJOR_PARTS=
+for s in regress tap; do [[ ",$SUITES," == *,$s,* ]] && MAJOR_PARTS+=" $s"; done
+if [ -n "$PG_MAJORS_GIVEN" ]; then
+	[ $SUITES_GIVEN = 1 ] && [ -n "$MAJOR_PARTS" ] || MAJOR_PARTS=" regress tap"
+	[ $SUITES_GIVEN = 1 ] && [[ ",$SUITES," != *,majors,* ]] && [ "$SUITES" != regress ] &&
+		[ "$SUITES" != tap ] && [ "$SUITES" != regress,tap ] && [ "$SUITES" != tap,regress ] &&
+		{ echo "--pg runs the majors suite (with --only: majors, regress, tap)" >&2; exit 2; }
+	SUITES=majors
+fi
+[ -n "$MAJOR_PARTS" ] || MAJOR_PARTS=" regress tap"
 if [ $SANITIZE = 1 ] && [[ ",$SUITES," == *,bench,* ]]; then
 	echo "--sanitize runs regress and tap (and static, unit, fuzz); not bench" >&2
 	exit 2
@@ -72,6 +88,7 @@ for s in ${SUITES//,/ }; do
 done
 case $SERVERS in "old new" | old | new) ;; *) echo "unknown server '$SERVERS' (old or new)" >&2; exit 2 ;; esac
 wants() { [[ ",$SUITES," == *",$1,"* ]]; }
+major_wants() { [[ "$MAJOR_PARTS " == *" $1 "* ]]; }
 if [ "$(id -u)" -ne 0 ]; then
 	echo "run_all.sh must run as root (it installs packages and runs PostgreSQL as postgres)" >&2
 	exit 2
@@ -234,7 +251,7 @@ run_majors() {
 	for s in "${suites[@]}"; do
 		(
 			t=$SECONDS
-			pg_root_prepare "$s"
+			pg_root_prepare "$s" && { ! major_wants tap || pg_root_tap_prepare "$s"; }
 			rc=$?
 			echo "root $s: exit $rc after $((SECONDS - t))s"
 			exit $rc
@@ -255,6 +272,7 @@ run_majors() {
 	for m in $PG_MAJORS; do
 		s=$(pg_root_suite "$m")
 		[ "${root_ok[$s]}" = 1 ] || continue
+		t=$SECONDS
 		if stage "build on PostgreSQL $m (WERROR=1, Debian $s)" build-pg$m pg_root_build "$m"; then
 			PASSED=$((PASSED + 1))
 			note "build pg$m: $(grep -m1 -E '^gcc' "$LOG_DIR/build-pg$m.log")"
@@ -262,33 +280,37 @@ run_majors() {
 			broken "majors: make WERROR=1 / make install failed on PostgreSQL $m"
 			continue
 		fi
-		run_root_regress "$m" "$kind"
+		if major_wants regress; then
+			for kind in $(pg_regress_servers "$m" "$SERVERS"); do run_root_regress "$m" "$kind"; done
+		fi
+		major_wants tap && run_tap "$m"
+		part_time "pg$m" $((SECONDS - t))
 	done
 }
 
 # run_root_regress MAJOR old|new: pg_regress on MAJOR's root against a fresh Chroma server.
 run_root_regress() {
-	local major=$1 kind=$2 port cpid log out rc ok bad names
-	port=$(free_port) || { broken "regress-pg$major: no free port"; return; }
-	if ! stage "start $kind Chroma server (port $port)" chroma-start-pg$major \
-		start_chroma "$kind" "$WORK_DIR/chroma-regress-pg$major" "$port" "$LOG_DIR/chroma-regress-pg$major.log"; then
-		broken "regress-pg$major: Chroma server did not start"
+	local major=$1 kind=$2 port cpid log out rc ok bad names n=pg$1-$2
+	port=$(free_port) || { broken "regress-$n: no free port"; return; }
+	if ! stage "start $kind Chroma server (port $port)" chroma-start-$n \
+		start_chroma "$kind" "$WORK_DIR/chroma-regress-$n" "$port" "$LOG_DIR/chroma-regress-$n.log"; then
+		broken "regress-$n: Chroma server did not start"
 		return
 	fi
 	cpid=$CHROMA_PID
-	log=$LOG_DIR/regress-pg$major.log
-	out=$LOG_DIR/regress-pg$major
-	STAGE_TAIL=0 stage "pg_regress on PostgreSQL $major ($kind server)" regress-pg$major \
+	log=$LOG_DIR/regress-$n.log
+	out=$LOG_DIR/regress-$n
+	STAGE_TAIL=0 stage "pg_regress on PostgreSQL $major ($kind server)" regress-$n \
 		timeout "$REGRESS_TIMEOUT" bash -c 'ROOT=$1; . "$1/test/lib/common.sh"; . "$1/test/lib/pg_roots.sh"; pg_root_regress "$2" "$3" "$4"' \
 		sh "$ROOT" "$major" "http://127.0.0.1:$port" "$out"
 	rc=$?
 	count_regress "$log"
 	PASSED=$((PASSED + ok))
 	FAILED=$((FAILED + bad))
-	note "regress-pg$major: $ok passed, $bad failed${names:+: $names}"
+	note "regress-$n: $ok passed, $bad failed${names:+: $names}"
 	if [ $rc -ne 0 ] && [ "$bad" -eq 0 ]; then
 		show_tail "$log" 40
-		broken "regress-pg$major: make installcheck exited $rc$([ $rc -eq 124 ] && echo ' (timeout)')"
+		broken "regress-$n: make installcheck exited $rc$([ $rc -eq 124 ] && echo ' (timeout)')"
 	fi
 	if [ -s "$out/regression.diffs" ] && { [ "$bad" -gt 0 ] || [ $rc -ne 0 ]; }; then
 		echo "    ---- first 200 lines of regression.diffs (PostgreSQL $major)"
@@ -388,60 +410,113 @@ copy_repo_for_postgres() {
 		chmod -R a+rX "$dst"
 }
 
+# TAP_MAJOR (15: the host; else the major of a Debian root, TAP_ROOTFS) says where a TAP test
+# and the Chroma servers of the TAP tests run; in a root, as the root's postgres user.
+TAP_MAJOR=15
+TAP_ROOTFS=
+
 tap_chroma_start() {
-	start_chroma "$TAP_KIND" "$TAP_DIR/chroma-data" "$TAP_PORT" "$LOG_DIR/chroma-tap.log" postgres
+	if [ "$TAP_MAJOR" = 15 ]; then
+		start_chroma "$TAP_KIND" "$TAP_DIR/chroma-data" "$TAP_PORT" "$TAP_CHROMA_LOG" postgres
+	else
+		CHROMA_PID=$(in_root_tap "$TAP_ROOTFS" runuser -u postgres -- env CHROMA_PIDS_DIR="$TAP_PIDS_DIR" \
+			CHROMA_ROOT="$CHROMA_ROOT" CHROMA_GLIBC_LIB="$CHROMA_GLIBC_LIB" \
+			bash "$CHROMA_ROOT/test/lib/chroma_ctl.sh" start "$TAP_KIND" "$TAP_DIR/chroma-data" "$TAP_PORT" \
+			"$TAP_CHROMA_LOG")
+	fi
 }
 
-# What a TAP test gets: PostgreSQL::Test::Cluster on PERL5LIB, the PG 15 binaries first on
-# PATH, TESTDIR (tmp_check goes there), and a running Chroma server: CHROMA_URL,
+# What a TAP test gets: PostgreSQL::Test::Cluster on PERL5LIB, the binaries of its major
+# first on PATH, TESTDIR (tmp_check goes there), and a running Chroma server: CHROMA_URL,
 # CHROMA_SERVER (old|new), CHROMA_PORT, CHROMA_PID, CHROMA_DATA_DIR, CHROMA_LOG. To stop,
 # restart or add servers: bash "$CHROMA_CTL" start old|new DIR PORT LOG / stop PID (servers
 # started that way are recorded in CHROMA_PIDS_DIR and stopped by the harness at the end).
-# CHROMA_SYNC_ROOT is the repository.
+# CHROMA_SYNC_ROOT is the repository (on another major: the copy of its test files).
 run_one_tap() {
-	local file=$1
-	bg_run timeout "$TAP_TIMEOUT" runuser -u postgres -- env \
-		PATH="$PG_SERVER_BIN:$PATH" PERL5LIB="$PG_PERL_LIB" PG_REGRESS="$PG_REGRESS" PG_CONFIG="$PG_CONFIG" \
-		TESTDIR="$TAP_DIR" CHROMA_URL="http://127.0.0.1:$TAP_PORT" CHROMA_SERVER="$TAP_KIND" \
+	local file=$1 bin=$PG_SERVER_BIN perl=$PG_PERL_LIB regress=$PG_REGRESS config=$PG_CONFIG
+	local -a run=(timeout "$TAP_TIMEOUT" runuser -u postgres --)
+	if [ "$TAP_MAJOR" != 15 ]; then
+		bin=/usr/lib/postgresql/$TAP_MAJOR/bin
+		perl=/usr/lib/postgresql/$TAP_MAJOR/lib/pgxs/src/test/perl
+		regress=/usr/lib/postgresql/$TAP_MAJOR/lib/pgxs/src/test/regress/pg_regress
+		config=$bin/pg_config
+		run=(bash -c 'ROOT=$0 WORK_DIR=$1; . "$ROOT/test/lib/common.sh"; . "$ROOT/test/lib/pg_roots.sh"; shift; IN_ROOT_EXEC=1 in_root_tap "$@"'
+			"$ROOT" "$WORK_DIR" "$TAP_ROOTFS" timeout "$TAP_TIMEOUT" runuser -u postgres --)
+	fi
+	bg_run "${run[@]}" env \
+		PATH="$bin:/usr/local/bin:/usr/bin:/bin" PERL5LIB="$perl" PG_REGRESS="$regress" PG_CONFIG="$config" \
+		TESTDIR="$TAP_DIR" TESTDATADIR="$TAP_DIR/tmp_check" TESTLOGDIR="$TAP_DIR/tmp_check/log" CHROMA_URL="http://127.0.0.1:$TAP_PORT" CHROMA_SERVER="$TAP_KIND" \
 		CHROMA_PORT="$TAP_PORT" CHROMA_PID="$CHROMA_PID" CHROMA_DATA_DIR="$TAP_DIR/chroma-data" \
-		CHROMA_LOG="$LOG_DIR/chroma-tap.log" CHROMA_CTL="$CHROMA_ROOT/test/lib/chroma_ctl.sh" \
+		CHROMA_LOG="$TAP_CHROMA_LOG" CHROMA_CTL="$CHROMA_ROOT/test/lib/chroma_ctl.sh" \
 		CHROMA_PIDS_DIR="$TAP_PIDS_DIR" CHROMA_ROOT="$CHROMA_ROOT" CHROMA_GLIBC_LIB="$CHROMA_GLIBC_LIB" \
-		CHROMA_SYNC_ROOT="$ROOT" TAP_LOG_DIR="$LOG_DIR" \
+		CHROMA_SYNC_ROOT="$TAP_SYNC_ROOT" TAP_LOG_DIR="$LOG_DIR" CHROMA_SYNC_PG_MAJOR="$TAP_MAJOR" \
 		bash -c 'cd "$TESTDIR" && exec prove -v "$0"' "$file"
 }
 
-run_tap() {
-	local files=("$ROOT"/test/t/*.pl) f name log rc ok bad
-	if [ ! -e "${files[0]}" ]; then
-		note "tap: skipped, there is no test/t/*.pl yet"
+# Stops the clusters a TAP test left running under DIR (on another major: by signal, the
+# host's pg_ctl does not serve another major's data directory).
+stop_tap_pg() {
+	local d=$1 f pid
+	[ -d "$d" ] || return 0
+	if [ "$TAP_MAJOR" = 15 ]; then
+		stop_all_pg "$d"
 		return
 	fi
-	TAP_DIR=$WORK_DIR/tap
+	while IFS= read -r f; do
+		pid=$(head -n 1 "$f" 2>/dev/null)
+		[[ $pid =~ ^[0-9]+$ ]] && kill -QUIT "$pid" 2>/dev/null
+	done < <(find "$d" -name postmaster.pid 2>/dev/null)
+}
+
+# run_tap [MAJOR]: the TAP files of MAJOR's set (pg_tap_set; TAP=pattern narrows it) on the
+# host's PostgreSQL 15 or in MAJOR's Debian root.
+run_tap() {
+	local major=${1:-15} files=("$ROOT"/test/t/*.pl) f name log rc ok bad set sfx=
+	[ "$major" = 15 ] || sfx=-pg$major
+	set=$(pg_tap_set "$major")
+	if [ ! -e "${files[0]}" ]; then
+		note "tap$sfx: skipped, there is no test/t/*.pl yet"
+		return
+	fi
+	TAP_MAJOR=$major
+	TAP_DIR=$WORK_DIR/tap$sfx
 	TAP_PIDS_DIR=$TAP_DIR/chroma-pids
-	mkdir -p "$TAP_PIDS_DIR" && chown -R postgres: "$TAP_DIR"
+	TAP_SYNC_ROOT=$ROOT
+	TAP_CHROMA_LOG=$LOG_DIR/chroma-tap.log
+	[ "$major" = 15 ] || TAP_CHROMA_LOG=$TAP_DIR/chroma-tap.log
+	mkdir -p "$TAP_PIDS_DIR" || return
 	CHROMA_PID_DIRS+=("$TAP_PIDS_DIR")
-	if ! postgres_can_read_repo; then
-		if ! stage "copy test files for the postgres user" tap-copy copy_repo_for_postgres; then
-			broken "tap: could not copy the test files"
+	if [ "$major" = 15 ]; then
+		chown -R postgres: "$TAP_DIR"
+	else
+		TAP_ROOTFS=$(pg_root_dir "$(pg_root_suite "$major")")
+		chown -R "$(pg_root_postgres_ids "$TAP_ROOTFS")" "$TAP_DIR"
+	fi
+	if [ "$major" != 15 ] || ! postgres_can_read_repo; then
+		if [ ! -d "$WORK_DIR/repo" ] && ! stage "copy test files for the postgres user" tap-copy copy_repo_for_postgres; then
+			broken "tap$sfx: could not copy the test files"
 			return
 		fi
 		CHROMA_ROOT=$WORK_DIR/repo
 		CHROMA_GLIBC_LIB=$CHROMA_ROOT/.cache/glibc13/root/usr/lib/x86_64-linux-gnu
 		files=("$CHROMA_ROOT"/test/t/*.pl)
+		[ "$major" = 15 ] || TAP_SYNC_ROOT=$CHROMA_ROOT
 	fi
 	TAP_KIND=${SERVERS%% *}
-	TAP_PORT=$(free_port) || { broken "tap: no free port"; return; }
+	TAP_PORT=$(free_port) || { broken "tap$sfx: no free port"; return; }
 	CHROMA_PIDS_DIR=$TAP_PIDS_DIR
-	if ! stage "start $TAP_KIND Chroma server for TAP (port $TAP_PORT)" chroma-start-tap tap_chroma_start; then
-		broken "tap: Chroma server did not start"
+	if ! stage "start $TAP_KIND Chroma server for TAP$sfx (port $TAP_PORT)" chroma-start-tap$sfx tap_chroma_start; then
+		broken "tap$sfx: Chroma server did not start"
 		return
 	fi
 	for f in "${files[@]}"; do
 		name=$(basename "$f" .pl)
+		# shellcheck disable=SC2053
+		[ "$set" = all ] || [[ $name == @($set) ]] || continue
 		# TAP=pattern runs only the matching test files (e.g. TAP='03*')
 		# shellcheck disable=SC2053
 		[[ -n "${TAP:-}" && $name != $TAP ]] && continue
-		log=$LOG_DIR/tap-$name.log
+		log=$LOG_DIR/tap$sfx-$name.log
 		# A test may have stopped or replaced the server: give the next one the harness's own
 		# server again (its pid is in CHROMA_PID, which a test may signal).
 		if ! kill -0 "$CHROMA_PID" 2>/dev/null ||
@@ -449,31 +524,45 @@ run_tap() {
 			for pf in "$TAP_PIDS_DIR"/*; do
 				[ -e "$pf" ] && CHROMA_PIDS_DIR=$TAP_PIDS_DIR bash "$CHROMA_CTL" stop "$(basename "$pf")" >/dev/null 2>&1
 			done
-			stage "restart Chroma server for TAP" chroma-start-tap tap_chroma_start || {
-				broken "tap: Chroma server did not restart"
+			stage "restart Chroma server for TAP$sfx" chroma-start-tap$sfx tap_chroma_start || {
+				broken "tap$sfx: Chroma server did not restart"
 				return
 			}
 		fi
-		STAGE_TAIL=0 stage "TAP $name" "tap-$name" run_one_tap "$f"
+		STAGE_TAIL=0 stage "TAP$sfx $name" "tap$sfx-$name" run_one_tap "$f"
 		rc=$?
 		ok=$(grep -cE '^ok [0-9]+' "$log")
 		bad=$(grep -E '^not ok [0-9]+' "$log" | grep -vc '# TODO')
 		PASSED=$((PASSED + ok))
 		FAILED=$((FAILED + bad))
 		if [ $rc -ne 0 ] && [ "$bad" -eq 0 ]; then
-			broken "tap $name: exited $rc$([ $rc -eq 124 ] && echo ' (timeout)') with no failed subtest"
+			broken "tap$sfx $name: exited $rc$([ $rc -eq 124 ] && echo ' (timeout)') with no failed subtest"
 		fi
 		if [ $rc -ne 0 ]; then
 			show_tail "$log" 30
 			show_tail "$TAP_DIR/tmp_check/log/regress_log_$name" 60
 			for n in "$TAP_DIR"/tmp_check/log/"${name}"_*.log; do show_tail "$n" 20; done
-			show_tail "$LOG_DIR/chroma-tap.log" 10
+			show_tail "$TAP_CHROMA_LOG" 10
 		fi
-		note "tap $name: $ok passed, $bad failed"
-		stop_all_pg "$TAP_DIR/tmp_check"
-		sanitizer_collect "tap-$name" "$TAP_DIR"/tmp_check/log/"${name}"_*.log
+		# A file that cannot apply to this major says why (skip_all): shown, never a silent pass.
+		if grep -qE '^1\.\.0 # [Ss]kip' "$log"; then
+			note "tap$sfx $name: skipped: $(grep -m1 -E '^1\.\.0 # [Ss]kip' "$log" | sed -E 's/^1\.\.0 # [Ss]kip(ped)?:? *//')"
+		else
+			note "tap$sfx $name: $ok passed, $bad failed"
+		fi
+		stop_tap_pg "$TAP_DIR/tmp_check"
+		sanitizer_collect "tap$sfx-$name" "$TAP_DIR"/tmp_check/log/"${name}"_*.log
 	done
+	for pf in "$TAP_PIDS_DIR"/*; do
+		[ -e "$pf" ] && CHROMA_PIDS_DIR=$TAP_PIDS_DIR bash "$CHROMA_CTL" stop "$(basename "$pf")" >/dev/null 2>&1
+	done
+	[ "$major" = 15 ] || cp "$TAP_CHROMA_LOG" "$LOG_DIR/chroma-tap$sfx.log" 2>/dev/null
+	if [ "$KEEP" != 1 ]; then
+		cp -r "$TAP_DIR/tmp_check/log" "$LOG_DIR/tap$sfx-tmp_check" 2>/dev/null
+		rm -rf "$TAP_DIR/tmp_check"
+	fi
 	CHROMA_PIDS_DIR=$WORK_DIR/chroma-pids
+	TAP_MAJOR=15
 }
 
 # ---------------------------------------------------------------------- bench smoke
@@ -514,8 +603,43 @@ cleanup() {
 		return
 	fi
 	stop_all_pg "$WORK_DIR/tap"
+	for d in "$WORK_DIR"/tap-pg*; do
+		[ -d "$d" ] && TAP_MAJOR=${d##*-pg} stop_tap_pg "$d"
+	done
 	stop_all_chroma
-	rm -rf "$WORK_DIR"/pg-* "$WORK_DIR"/chroma-regress-* "$WORK_DIR"/regress-* "$WORK_DIR/tap" "$WORK_DIR/repo"
+	rmdir "$PG_ROOTS_DIR"/*"$WORK_DIR" 2>/dev/null
+	rm -rf "$WORK_DIR"/pg-* "$WORK_DIR"/chroma-regress-* "$WORK_DIR"/regress-* "$WORK_DIR"/tap "$WORK_DIR"/tap-pg* "$WORK_DIR/repo"
+}
+
+PART_TIMES=()
+# part_time NAME SECONDS: one entry of the closing note on the time of each part.
+part_time() { PART_TIMES+=("$1 $(printf '%d:%02d' $(($2 / 60)) $(($2 % 60)))"); }
+
+MAJORS_CHILD=
+MAJORS_OUT=
+# Waits for the second harness, shows its output and adds its counts, broken items and parts.
+collect_majors_child() {
+	local rc line p f
+	wait "$MAJORS_CHILD"
+	rc=$?
+	MAJORS_CHILD=
+	echo "---- PostgreSQL $(basename "$MAJORS_OUT" .out) (second harness, started at [$MAJORS_T], its own clock):"
+	grep -vE '^[0-9]+ passed, [0-9]+ failed$' "$MAJORS_OUT" | sed 's/^/  /'
+	line=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$MAJORS_OUT" | tail -n 1)
+	if [ -z "$line" ]; then
+		broken "majors $(basename "$MAJORS_OUT" .out): the second harness ended (exit $rc) without a count"
+		return
+	fi
+	p=${line%% passed*}
+	f=${line#*passed, }
+	f=${f%% failed*}
+	PASSED=$((PASSED + p))
+	FAILED=$((FAILED + f))
+	while IFS= read -r line; do BROKEN+=("${line#broken: }"); done < <(grep -E '^broken: ' "$MAJORS_OUT")
+	line=$(grep -E '^parts: ' "$MAJORS_OUT" | tail -n 1)
+	line=${line#parts: }
+	[ -z "$line" ] || IFS=, read -ra p <<<"${line//, /,}"
+	[ -z "$line" ] || PART_TIMES+=("${p[@]}")
 }
 
 FINISHED=0
@@ -533,6 +657,12 @@ on_exit() {
 		pkill -TERM -P "$p" 2>/dev/null
 		kill -TERM "$p" 2>/dev/null
 	done
+	if [ -n "$MAJORS_CHILD" ]; then
+		kill -TERM "$MAJORS_CHILD" 2>/dev/null
+		wait "$MAJORS_CHILD" 2>/dev/null
+		[ -s "$MAJORS_OUT" ] && show_tail "$MAJORS_OUT" 30
+		broken "majors $(basename "$MAJORS_OUT" .out): the second harness was stopped"
+	fi
 	cleanup
 	sanitizer_summary
 	if [ $FINISHED = 0 ]; then
@@ -540,6 +670,7 @@ on_exit() {
 	fi
 	echo "logs: $LOG_DIR"
 	[ ${#BROKEN[@]} -gt 0 ] && printf 'broken: %s\n' "${BROKEN[@]}"
+	[ ${#PART_TIMES[@]} -gt 0 ] && echo "parts: $(IFS=,; echo "${PART_TIMES[*]}" | sed 's/,/, /g')"
 	echo "total time: $(elapsed)"
 	echo "$PASSED passed, $FAILED failed"
 	[ "$FAILED" -eq 0 ] && [ ${#BROKEN[@]} -eq 0 ] && exit 0
@@ -555,7 +686,7 @@ echo "chroma_sync tests: suites=$SUITES servers=${SERVERS// /,}$([ $SANITIZE = 1
 want_chroma=0 want_new=0
 { wants regress || wants tap || wants bench || wants majors || wants package; } && want_chroma=1
 # TAP tests may start the new server themselves, whatever --server says.
-{ [[ $SERVERS == *new* ]] || wants tap; } && want_new=1
+{ [[ $SERVERS == *new* ]] || wants tap || wants majors; } && want_new=1
 if ! stage "install dependencies" install install_deps "$want_chroma" "$want_new"; then
 	broken "install: dependencies could not be installed"
 	FINISHED=1
@@ -584,6 +715,29 @@ elif wants regress || wants tap || wants bench; then
 	fi
 fi
 
+# The majors of the sid root (PG_CONCURRENT_MAJORS, default 18 and 19) run in a second
+# harness alongside the rest (the host's suites, then 17), whose output is shown at the end
+# and whose counts are added: TAP tests mostly wait, so two at a time fit two CPUs.
+# PG_CONCURRENT_MAJORS= (empty) runs everything one after the other.
+if wants majors && [ -n "${PG_CONCURRENT_MAJORS-18 19}" ]; then
+	conc=() rest=()
+	for m in $PG_MAJORS; do
+		if [[ " ${PG_CONCURRENT_MAJORS-18 19} " == *" $m "* ]]; then conc+=("$m"); else rest+=("$m"); fi
+	done
+	if [ ${#conc[@]} -gt 0 ] && { [ ${#rest[@]} -gt 0 ] || [ "$SUITES" != majors ]; }; then
+		list=$(IFS=,; echo "${conc[*]}")
+		MAJORS_OUT=$LOG_DIR/majors-${list//,/-}.out
+		MAJORS_T=$(elapsed)
+		parts=${MAJOR_PARTS# }
+		echo "[$MAJORS_T] PostgreSQL ${list//,/, } in a second harness alongside (its output at the end)"
+		(cd / && exec env PG_CONCURRENT_MAJORS= bash "$ROOT/test/run_all.sh" --pg "$list" \
+			--only "${parts// /,}" --server "$SERVERS" 8>&- 9>&-) >"$MAJORS_OUT" 2>&1 </dev/null &
+		MAJORS_CHILD=$!
+		PG_MAJORS=${rest[*]}
+	fi
+fi
+
+t=$SECONDS
 wants static && run_static
 wants unit && run_unit
 wants fuzz && run_fuzz
@@ -594,8 +748,15 @@ if [ $built = 1 ]; then
 	wants tap && run_tap
 	wants bench && run_bench_smoke
 fi
-wants majors && run_majors
-wants package && run_package
+[ "$SUITES" = majors ] || part_time pg15 $((SECONDS - t))
+wants majors && [ -n "$PG_MAJORS" ] && run_majors
+[ -n "$MAJORS_CHILD" ] && collect_majors_child
+# After the second harness: the package suite builds in the same sid root.
+if wants package; then
+	t=$SECONDS
+	run_package
+	part_time package $((SECONDS - t))
+fi
 
 FINISHED=1
 exit 0

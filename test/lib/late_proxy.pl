@@ -1,20 +1,22 @@
 #!/usr/bin/perl
 # A loopback HTTP proxy in front of a real Chroma server that, when armed, answers the
-# next record write with 504 at once and forwards that request to Chroma only DELAY
-# seconds later: the behaviour of a gateway that times out while the server goes on
-# (the write is applied after the client has given up on it).
+# next record write with 504 at once and forwards that request to Chroma only later: the
+# behaviour of a gateway that times out while the server goes on (the write is applied
+# after the client has given up on it).
 #
-#   late_proxy.pl UPSTREAM_PORT PORT_FILE ARM_FILE DELAY
+#   late_proxy.pl UPSTREAM_PORT PORT_FILE ARM_FILE RELEASE_FILE
 #
 # Every request is forwarded to 127.0.0.1:UPSTREAM_PORT and its answer relayed
 # (Connection: close). While ARM_FILE exists, the next POST to .../upsert removes it and
-# gets the late 504 treatment. SIGTERM stops everything.
+# gets the late 504 treatment: it is forwarded once RELEASE_FILE exists (the test decides
+# when the late write lands, whatever the machine's load), and RELEASE_FILE.done is made
+# once Chroma has answered it. SIGTERM stops everything.
 use strict;
 use warnings;
 use IO::Socket::INET;
 
-my ($upstream, $port_file, $arm_file, $delay) = @ARGV;
-die "usage: $0 UPSTREAM_PORT PORT_FILE ARM_FILE DELAY\n" unless defined $delay;
+my ($upstream, $port_file, $arm_file, $release_file) = @ARGV;
+die "usage: $0 UPSTREAM_PORT PORT_FILE ARM_FILE RELEASE_FILE\n" unless defined $release_file;
 
 my $listener = IO::Socket::INET->new(
 	LocalAddr => '127.0.0.1',
@@ -54,8 +56,12 @@ while (1)
 			syswrite($conn, "HTTP/1.1 504 Gateway Timeout\r\nContent-Type: application/json\r\n"
 				  . "Connection: close\r\nContent-Length: " . length($json) . "\r\n\r\n$json");
 			close($conn);
-			sleep $delay;
-			forward($method, $path, $head, $body);
+			select(undef, undef, undef, 0.05) until -e $release_file;
+			my $resp = forward($method, $path, $head, $body);
+			open(my $done, '>', "$release_file.done.tmp") or die "$release_file.done.tmp: $!\n";
+			print $done((split /\r\n/, $resp)[0], "\n");
+			close($done);
+			rename("$release_file.done.tmp", "$release_file.done") or die "rename: $!\n";
 			exit 0;
 		}
 		syswrite($conn, forward($method, $path, $head, $body));

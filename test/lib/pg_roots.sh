@@ -12,6 +12,31 @@
 PG_ROOTS_DIR=${PG_ROOTS_DIR:-/var/cache/chroma_sync/pgroots}
 PG_OTHER_MAJORS="17 18 19"
 
+# What the TAP tests run on each major (patterns over the file names of test/t/*.pl, without
+# .pl; "all" is every file). The mirror set: the worker, its recovery, DDL, replication and
+# the random workload (010-029 and 050). On 15 (the host) every file runs.
+PG_MIRROR_TAP='01[0-9]_*|02[0-9]_*|050_*'
+pg_tap_set() {
+	case $1 in
+	15 | 18) echo all ;;
+	17 | 19) echo "$PG_MIRROR_TAP" ;;
+	*) return 1 ;;
+	esac
+}
+
+# The servers pg_regress runs against on each major (the first of --server's list on the
+# others).
+pg_regress_servers() {
+	case $1 in
+	15 | 18) echo "old new" ;;
+	*) echo "${2%% *}" ;;
+	esac
+}
+
+# What the TAP tests need in a root besides PostgreSQL (node, for the Chroma servers, is the
+# host's binary mounted into the root; see in_root_tap).
+PG_ROOT_TAP_PACKAGES=(libipc-run-perl perl curl ca-certificates openssl nginx procps iproute2)
+
 # The Debian suite whose root carries MAJOR (18 and 19 share sid's root; 19 from experimental).
 pg_root_suite() {
 	case $1 in
@@ -40,6 +65,50 @@ in_root() {
 		mount -t proc proc "$dir/proc" && mount --rbind /dev "$dir/dev" || exit 1
 		exec chroot "$dir" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8 "$@"
 	' sh "$dir" "$@" 8>&- 9>&-
+}
+
+# in_root_tap DIR CMD...: like in_root, with the host's $WORK_DIR (the repository copy, TAP
+# directories and logs) mounted at the same path and the host's node as /usr/local/bin/node.
+# IN_ROOT_EXEC=1: the caller's shell is replaced (a signal to it then reaches the command).
+in_root_tap() {
+	local dir=$1 node
+	shift
+	node=$(readlink -f "$(command -v node)") || return 1
+	mkdir -p "$dir$WORK_DIR" "$dir/usr/local/bin" && touch "$dir/usr/local/bin/node" || return 1
+	mkdir -p "$dir/.oldroot" || return 1
+	# pivot_root, not chroot alone: a chrooted process may not make a user namespace, which
+	# test/lib/private_ns.pl needs.
+	${IN_ROOT_EXEC:+exec} unshare --mount --propagation private -- /bin/sh -c '
+		dir=$1 work=$2 node=$3; shift 3
+		mount --bind "$dir" "$dir" && mount -t proc proc "$dir/proc" && mount --rbind /dev "$dir/dev" &&
+			mount --bind "$work" "$dir$work" && mount --bind "$node" "$dir/usr/local/bin/node" &&
+			cd "$dir" && pivot_root . .oldroot || exit 1
+		exec chroot . /usr/bin/env -i PATH=/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8 \
+			/bin/sh -c "umount -l /.oldroot && exec \"\$@\"" sh "$@"
+	' sh "$dir" "$WORK_DIR" "$node" "$@" 8>&- 9>&-
+}
+
+# pg_root_tap_prepare SUITE: the packages the TAP tests need added to a cached root (its own
+# stamp, so a root made before is completed in place, not made again).
+pg_root_tap_prepare() {
+	local suite=$1 dir want
+	dir=$(pg_root_dir "$suite")
+	want="chroma_sync tap packages v1: ${PG_ROOT_TAP_PACKAGES[*]}"
+	if [ -f "$dir/.chroma-sync-tap" ] && [ "$(cat "$dir/.chroma-sync-tap")" = "$want" ]; then
+		echo "root $suite: TAP packages already installed"
+		return 0
+	fi
+	echo "root $suite: installing ${PG_ROOT_TAP_PACKAGES[*]}"
+	in_root "$dir" apt-get -o Acquire::Check-Valid-Until=false -o Acquire::Retries=3 update </dev/null &&
+		in_root "$dir" env DEBIAN_FRONTEND=noninteractive apt-get -o Acquire::Retries=3 install -y \
+			--no-install-recommends "${PG_ROOT_TAP_PACKAGES[@]}" </dev/null || return 1
+	in_root "$dir" apt-get clean
+	echo "$want" >"$dir/.chroma-sync-tap"
+}
+
+# The uid:gid of the postgres user of a root (it differs from the host's).
+pg_root_postgres_ids() {
+	awk -F: '$1 == "postgres" { print $3 ":" $4 }' "$1/etc/passwd"
 }
 
 # pg_root_prepare SUITE: the suite's root with its PostgreSQL majors, server headers, libcurl
