@@ -16,15 +16,7 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use ChromaSyncTest;
 
-my $node = PostgreSQL::Test::Cluster->new('upgrade');
-$node->init;
-$node->append_conf(
-	'postgresql.conf', qq{
-shared_preload_libraries = 'chroma_sync'
-chroma_sync.url = '$ENV{CHROMA_URL}'
-chroma_sync.retry_max_delay = 2000
-});
-$node->start;
+my $node = new_node('upgrade', extension => 0);
 my $offset = log_offset($node);
 
 $node->safe_psql('postgres', "CREATE EXTENSION chroma_sync VERSION '0.1'");

@@ -24,18 +24,10 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use ChromaSyncTest;
 
-my $node = PostgreSQL::Test::Cluster->new('hostile_operators');
-$node->init;
-$node->append_conf(
-	'postgresql.conf', qq{
-shared_preload_libraries = 'chroma_sync'
-chroma_sync.url = '$ENV{CHROMA_URL}'
-chroma_sync.retry_max_delay = 2000
+my $node = new_node('hostile_operators', extension => 0, conf => q{
 # a backfill of 3,000 rows lasts ~15 s: long enough to read the status during it
 chroma_sync.max_records_per_second = 200
-log_line_prefix = '%m [%p] %b '
 });
-$node->start;
 my $offset = log_offset($node);
 
 $node->safe_psql('postgres', qq{

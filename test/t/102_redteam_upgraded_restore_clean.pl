@@ -19,15 +19,7 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use ChromaSyncTest;
 
-my $node = PostgreSQL::Test::Cluster->new('redteam_upgraded_restore_clean');
-$node->init;
-$node->append_conf(
-	'postgresql.conf', qq{
-shared_preload_libraries = 'chroma_sync'
-chroma_sync.url = '$ENV{CHROMA_URL}'
-chroma_sync.retry_max_delay = 2000
-});
-$node->start;
+my $node = new_node('redteam_upgraded_restore_clean', extension => 0);
 my $log0 = log_offset($node);
 sub q1 { return $node->safe_psql($_[1] // 'postgres', $_[0]); }
 

@@ -17,16 +17,9 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use ChromaSyncTest;
 
-my $node = PostgreSQL::Test::Cluster->new('redteam_update_bind_datestyle');
-$node->init;
-$node->append_conf(
-	'postgresql.conf', qq{
-shared_preload_libraries = 'chroma_sync'
-chroma_sync.url = '$ENV{CHROMA_URL}'
-chroma_sync.retry_max_delay = 2000
+my $node = new_node('redteam_update_bind_datestyle', extension => 0, conf => q{
 DateStyle = 'ISO, MDY'
 });
-$node->start;
 my $log0 = log_offset($node);
 sub q1 { return $node->safe_psql($_[1] // 'postgres', $_[0]); }
 

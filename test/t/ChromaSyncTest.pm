@@ -27,7 +27,8 @@ our @EXPORT = qw(new_node make_table fresh_collection mirror assert_equal
 my $url = $ENV{CHROMA_URL}
   or BAIL_OUT('CHROMA_URL is not set: run the TAP tests through test/run_all.sh');
 
-# A started cluster with chroma_sync preloaded and the extension created in "postgres".
+# A started cluster with chroma_sync preloaded and the extension created in "postgres"
+# (extension => 0: not created, for a test that installs an older version itself).
 sub new_node
 {
 	my ($name, %opt) = @_;
@@ -43,7 +44,7 @@ log_line_prefix = '%m [%p] %b '
 shared_buffers = '64MB'
 } . ($opt{conf} // ''));
 	$node->start;
-	$node->safe_psql('postgres', 'CREATE EXTENSION chroma_sync');
+	$node->safe_psql('postgres', 'CREATE EXTENSION chroma_sync') if $opt{extension} // 1;
 	return $node;
 }
 
