@@ -72,6 +72,14 @@ shared_preload_libraries = 'chroma_sync'
 chroma_sync.url = '$url'
 max_worker_processes = 16
 EOF
+# Stopped on every way out, also when the harness interrupts the checks (TERM, INT).
+stop_server() {
+	runuser -u postgres -- "$bin/pg_ctl" -D "$run/data" -w -t 30 -m fast stop >/dev/null ||
+		runuser -u postgres -- "$bin/pg_ctl" -D "$run/data" -m immediate stop >/dev/null
+}
+trap 'stop_server 2>/dev/null' EXIT
+trap 'exit 143' TERM
+trap 'exit 130' INT
 if runuser -u postgres -- "$bin/pg_ctl" -D "$run/data" -l "$run/server.log" -w -t 60 start >/dev/null; then
 	ok "PostgreSQL $major starts with shared_preload_libraries = chroma_sync"
 else
@@ -120,8 +128,8 @@ check "mirror round trip (backfill, insert, update, delete, chroma_flush, chroma
 	"SELECT state = 'syncing' AND last_error IS NULL FROM chroma_sync.status
 		WHERE source = 'pkg_items'::regclass"
 
-runuser -u postgres -- "$bin/pg_ctl" -D "$run/data" -w -t 30 -m fast stop >/dev/null ||
-	runuser -u postgres -- "$bin/pg_ctl" -D "$run/data" -m immediate stop >/dev/null
+trap - EXIT
+stop_server
 if grep -E 'PANIC|TRAP|terminated by signal' "$run/server.log" >/dev/null; then
 	notok "server log without PANIC, assertion failure or crash"
 	grep -E 'PANIC|TRAP|terminated by signal' "$run/server.log" | head -n 10 | sed 's/^/#   /'
