@@ -229,7 +229,9 @@ CREATE EVENT TRIGGER chroma_sync_ddl_end ON ddl_command_end
 	WHEN TAG IN ('ALTER TABLE', 'ALTER VIEW', 'ALTER FOREIGN TABLE', 'ALTER MATERIALIZED VIEW',
 		'ALTER FUNCTION', 'ALTER ROUTINE', 'ALTER TYPE', 'ALTER DOMAIN', 'ALTER OPERATOR',
 		'ALTER COLLATION', 'ALTER SCHEMA', 'ALTER EXTENSION', 'ALTER TEXT SEARCH CONFIGURATION',
-		'ALTER TEXT SEARCH DICTIONARY')
+		'ALTER TEXT SEARCH DICTIONARY', 'ALTER OPERATOR FAMILY',
+		-- what a regclass or regprocedure constant may name besides tables and functions (TAP 116)
+		'ALTER SEQUENCE', 'ALTER INDEX', 'ALTER PROCEDURE', 'ALTER AGGREGATE')
 	EXECUTE FUNCTION chroma_sync.on_ddl_end();
 -- DDL applied with session_replication_role = replica (replication tools) is followed too,
 -- as the capture triggers fire ALWAYS (TAP 109)

@@ -8,9 +8,15 @@
  */
 #include "postgres.h"
 
+#include "catalog/pg_authid.h"
 #include "catalog/pg_inherits.h"
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
 #include "fmgr.h"
+#include "miscadmin.h"
+#include "utils/builtins.h"
 #include "utils/guc.h"
+#include "utils/memutils.h"
 #include "utils/lsyscache.h"
 
 #include "mirror_columns.h"
@@ -77,6 +83,52 @@ chroma_sync_filters_renamed(PG_FUNCTION_ARGS)
 }
 
 /*
+ * The value a sync worker of this database starts with for a setting: the one ALTER ROLE
+ * ... IN DATABASE, ALTER ROLE, ALTER DATABASE or ALTER ROLE ALL ... SET stored for the
+ * worker's role (the bootstrap superuser) and this database, in PostgreSQL's order; else
+ * the configuration file's (postgresql.conf, ALTER SYSTEM); else the built-in default. A session's own
+ * values (its connection options, its role's settings) are not a worker's.
+ */
+static char *
+worker_start_value(const char *name)
+{
+	Oid			types[3] = {TEXTOID, OIDOID, OIDOID};
+	Datum		values[3] = {CStringGetTextDatum(name), ObjectIdGetDatum(MyDatabaseId),
+	ObjectIdGetDatum(BOOTSTRAP_SUPERUSERID)};
+	char	   *r = NULL;
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	if (SPI_execute_with_args(
+							  "SELECT v FROM ("
+							  " SELECT CASE WHEN s.setdatabase OPERATOR(pg_catalog.=) $2"
+							  "   AND s.setrole OPERATOR(pg_catalog.=) $3 THEN 1"
+							  "  WHEN s.setrole OPERATOR(pg_catalog.=) $3 THEN 2"
+							  "  WHEN s.setdatabase OPERATOR(pg_catalog.=) $2 THEN 3 ELSE 4 END AS o,"
+							  "  pg_catalog.substr(c, pg_catalog.strpos(c, '=') OPERATOR(pg_catalog.+) 1) AS v"
+							  " FROM pg_catalog.pg_db_role_setting s, pg_catalog.unnest(s.setconfig) AS c"
+							  " WHERE (s.setdatabase OPERATOR(pg_catalog.=) $2 OR s.setdatabase OPERATOR(pg_catalog.=) 0)"
+							  "  AND (s.setrole OPERATOR(pg_catalog.=) $3 OR s.setrole OPERATOR(pg_catalog.=) 0)"
+							  "  AND pg_catalog.lower(pg_catalog.split_part(c, '=', 1)) OPERATOR(pg_catalog.=) pg_catalog.lower($1)"
+							  " UNION ALL SELECT 5, f.setting FROM pg_catalog.pg_file_settings f"
+							  "  WHERE pg_catalog.lower(f.name) OPERATOR(pg_catalog.=) pg_catalog.lower($1) AND f.applied"
+							  " UNION ALL SELECT 6, g.boot_val FROM pg_catalog.pg_settings g"
+							  "  WHERE pg_catalog.lower(g.name) OPERATOR(pg_catalog.=) pg_catalog.lower($1)"
+							  ") AS x ORDER BY o LIMIT 1",
+							  3, types, values, NULL, true, 1) != SPI_OK_SELECT)
+		elog(ERROR, "could not read the configured value of %s", name);
+	if (SPI_processed == 1)
+	{
+		char	   *v = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+
+		if (v != NULL)
+			r = MemoryContextStrdup(TopTransactionContext, v);
+	}
+	SPI_finish();
+	return r;
+}
+
+/*
  * The update to 0.5: binds a filter stored by 0.4 as text (in the mirror's own database),
  * as the worker would the first time it loads the mirror, so that the renames that follow
  * are followed for a paused mirror too. False when there is nothing to bind here.
@@ -97,13 +149,14 @@ chroma_sync_bind_filter(PG_FUNCTION_ARGS)
 		PG_RETURN_BOOL(false);
 
 	/*
-	 * The text is read as the worker would read it, with the settings' defaults (the
-	 * configuration file's, the database's), not what the updating session set (TAP 111).
+	 * The text is read as the worker would read it, with the values a worker starts with,
+	 * not what the updating session set (TAP 111) nor what its connection brought
+	 * (TAP 118).
 	 */
 	level = NewGUCNestLevel();
 	for (int i = 0; i < (int) lengthof(settings); i++)
-		(void) set_config_option(settings[i], NULL, PGC_USERSET, PGC_S_SESSION,
-								 GUC_ACTION_SAVE, true, 0, false);
+		(void) set_config_option(settings[i], worker_start_value(settings[i]), PGC_USERSET,
+								 PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
 	mirror_filter_store_bound(m, mirror_filter_derive(m));
 	AtEOXact_GUC(false, level);
 	PG_RETURN_BOOL(true);

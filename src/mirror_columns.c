@@ -24,6 +24,7 @@
 #include "tcop/tcopprot.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/guc.h"
 #include "utils/lsyscache.h"
 #include "utils/syscache.h"
 
@@ -60,8 +61,13 @@ column_type(Oid relid, AttrNumber attnum)
 		return NULL;
 	att = (Form_pg_attribute) GETSTRUCT(tup);
 	if (!att->attisdropped)
+	{
+		int			level = mirror_plain_names();
+
 		r = format_type_extended(att->atttypid, att->atttypmod,
 								 FORMAT_TYPE_TYPEMOD_GIVEN | FORMAT_TYPE_FORCE_QUALIFY);
+		AtEOXact_GUC(false, level);
+	}
 	ReleaseSysCache(tup);
 	return r;
 }

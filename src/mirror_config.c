@@ -604,11 +604,28 @@ mirror_fix_render_settings(void)
 		{"TimeZone", "UTC"},
 		{"IntervalStyle", "postgres"},
 		{"extra_float_digits", "1"},
+		/* byteaout is immutable and obeys it: a filter over b::text (TAP 117) */
+		{"bytea_output", "hex"},
 	};
 
 	for (size_t i = 0; i < lengthof(settings); i++)
 		(void) set_config_option(settings[i][0], settings[i][1], PGC_USERSET, PGC_S_SESSION,
 								 GUC_ACTION_SAVE, true, 0, false);
+}
+
+/*
+ * Names rendered the same in every session: what is recorded by name (column types, a
+ * filter's references) is compared as text later, in other sessions (TAP 115).
+ * Returns the GUC nest level to restore with AtEOXact_GUC(false, level).
+ */
+int
+mirror_plain_names(void)
+{
+	int			level = NewGUCNestLevel();
+
+	(void) set_config_option("quote_all_identifiers", "off", PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
+	return level;
 }
 
 /* The table's owner now; the table was dropped when there is none. */

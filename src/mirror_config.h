@@ -159,6 +159,7 @@ extern char *mirror_id_encode(int n, char **parts);
  * (NewGUCNestLevel) the caller's values come back with AtEOXact_GUC.
  */
 extern void mirror_fix_render_settings(void);
+extern int	mirror_plain_names(void);
 
 /*
  * User SQL of a mirror (its filter, casts of its columns, what they call) runs only as

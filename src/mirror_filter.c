@@ -26,6 +26,7 @@
 #include "catalog/pg_ts_config.h"
 #include "catalog/pg_ts_dict.h"
 #include "catalog/pg_namespace.h"
+#include "catalog/pg_opfamily.h"
 #include "catalog/pg_operator.h"
 #include "commands/extension.h"
 #include "catalog/pg_attribute.h"
@@ -300,6 +301,12 @@ fixed_text_settings(void)
 	/* '{en,NULL}' holds a NULL, whatever the database reads it as (TAP 113) */
 	(void) set_config_option("array_nulls", "on", PGC_USERSET, PGC_S_SESSION,
 							 GUC_ACTION_SAVE, true, 0, false);
+	/* names quoted only where needed, so that texts compare equal (TAP 115) */
+	(void) set_config_option("quote_all_identifiers", "off", PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
+	/* a bytea constant as \x..., as the worker renders it */
+	(void) set_config_option("bytea_output", "hex", PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
 	return level;
 }
 
@@ -429,6 +436,8 @@ ref_name(const ObjectAddress *a)
 			return psprintf("text search dictionary %s", getObjectIdentity(a, false));
 		case NamespaceRelationId:
 			return psprintf("schema %s", getObjectIdentity(a, false));
+		case OperatorFamilyRelationId:
+			return psprintf("operator family %s", getObjectIdentity(a, false));
 		default:
 			elog(ERROR, "unexpected object class %u in a filter's references", a->classId);
 	}
@@ -448,9 +457,11 @@ mirror_filter_refs(const char *node, int *n)
 	ObjectAddress *objs = mirror_filter_objects(node, &len);
 	char	  **r = palloc0_array(char *, Max(len, 1));
 	int			k = 0;
+	int			level = mirror_plain_names();
 
 	for (int i = 0; i < len; i++)
 		r[i] = ref_name(&objs[i]);
+	AtEOXact_GUC(false, level);
 	qsort(r, len, sizeof(char *), cmp_ref);
 	/* sorted and each once: a set */
 	for (int i = 0; i < len; i++)

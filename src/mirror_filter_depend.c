@@ -21,6 +21,7 @@
 #include "catalog/objectaddress.h"
 #include "catalog/pg_collation.h"
 #include "catalog/pg_depend.h"
+#include "catalog/pg_opfamily.h"
 #include "catalog/pg_operator.h"
 #include "catalog/pg_proc.h"
 #include "catalog/pg_class.h"
@@ -128,6 +129,14 @@ add_type(Refs *addrs, Oid type)
 	add(addrs, TypeRelationId, type);
 }
 
+/* A collation a node names, which may appear nowhere else in the tree (not the default). */
+static void
+add_collation(Refs *addrs, Oid coll)
+{
+	if (coll != DEFAULT_COLLATION_OID)
+		add(addrs, CollationRelationId, coll);
+}
+
 /* What the tree refers to, but its columns (Vars). */
 static bool
 refs_walker(Node *node, Refs *addrs)
@@ -163,26 +172,47 @@ refs_walker(Node *node, Refs *addrs)
 			}
 		case T_RowCompareExpr:
 			{
+				RowCompareExpr *r = (RowCompareExpr *) node;
 				ListCell   *lc;
 
-				foreach(lc, ((RowCompareExpr *) node)->opnos)
+				foreach(lc, r->opnos)
 					add(addrs, OperatorRelationId, lfirst_oid(lc));
+				foreach(lc, r->opfamilies)
+					add(addrs, OperatorFamilyRelationId, lfirst_oid(lc));
 				break;
 			}
 		case T_CoerceViaIO:
 			add_type(addrs, ((CoerceViaIO *) node)->resulttype);
+			add_collation(addrs, ((CoerceViaIO *) node)->resultcollid);
 			break;
 		case T_ArrayCoerceExpr:
 			add_type(addrs, ((ArrayCoerceExpr *) node)->resulttype);
+			add_collation(addrs, ((ArrayCoerceExpr *) node)->resultcollid);
 			break;
 		case T_RelabelType:
 			add_type(addrs, ((RelabelType *) node)->resulttype);
+			add_collation(addrs, ((RelabelType *) node)->resultcollid);
+			break;
+		case T_ConvertRowtypeExpr:
+			add_type(addrs, ((ConvertRowtypeExpr *) node)->resulttype);
 			break;
 		case T_CoerceToDomain:
 			add_type(addrs, ((CoerceToDomain *) node)->resulttype);
 			break;
+		case T_RowExpr:
+			/* ROW(...)::a_composite: the type appears nowhere else in the tree (TAP 114) */
+			add_type(addrs, ((RowExpr *) node)->row_typeid);
+			break;
+		case T_ArrayExpr:
+			add_type(addrs, ((ArrayExpr *) node)->array_typeid);
+			break;
+		case T_SubscriptingRef:
+			add_type(addrs, ((SubscriptingRef *) node)->refcontainertype);
+			add_type(addrs, ((SubscriptingRef *) node)->refrestype);
+			break;
 		case T_Const:
 			add_type(addrs, ((Const *) node)->consttype);
+			add_collation(addrs, ((Const *) node)->constcollid);
 			add_reg_constant(addrs, (Const *) node);
 			break;
 		case T_FieldSelect:
@@ -194,8 +224,24 @@ refs_walker(Node *node, Refs *addrs)
 				if (OidIsValid(rel) && f->fieldnum > 0)
 					add_sub(addrs, RelationRelationId, rel, f->fieldnum);
 				add_type(addrs, f->resulttype);
+				add_collation(addrs, f->resultcollid);
 				break;
 			}
+		case T_FieldStore:
+			{
+				FieldStore *f = (FieldStore *) node;
+				Oid			rel = get_typ_typrelid(f->resulttype);
+				ListCell   *lc;
+
+				if (OidIsValid(rel))
+					foreach(lc, f->fieldnums)
+						add_sub(addrs, RelationRelationId, rel, lfirst_int(lc));
+				add_type(addrs, f->resulttype);
+				break;
+			}
+		case T_NextValueExpr:
+			add(addrs, RelationRelationId, ((NextValueExpr *) node)->seqid);
+			break;
 		case T_CollateExpr:
 			add(addrs, CollationRelationId, ((CollateExpr *) node)->collOid);
 			break;
@@ -300,6 +346,9 @@ mirror_filter_refs_exist(const char *node)
 				break;
 			case NamespaceRelationId:
 				exists = SearchSysCacheExists1(NAMESPACEOID, ObjectIdGetDatum(id));
+				break;
+			case OperatorFamilyRelationId:
+				exists = SearchSysCacheExists1(OPFAMILYOID, ObjectIdGetDatum(id));
 				break;
 		}
 		if (!exists)
