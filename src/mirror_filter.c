@@ -713,8 +713,13 @@ filter_match_prepare(FunctionCallInfo fcinfo, int mirror_id)
 	c->slot = MakeSingleTupleTableSlot(lookup_rowtype_tupdesc_copy(c->reltype, -1),
 									   &TTSOpsHeapTuple);
 	c->econtext = CreateStandaloneExprContext();
-	/* EXECUTE on each function is checked here, for the current user (the table owner) */
-	c->state = ExecInitExpr((Expr *) copyObject(expr), NULL);
+	/*
+	 * Planned as a CHECK constraint's stored tree is before it runs: the planner removes
+	 * what only the parser produces (a COLLATE clause's CollateExpr, TAP 121) and sets
+	 * the operators' functions. EXECUTE on each function is checked here, for the current
+	 * user (the table owner).
+	 */
+	c->state = ExecInitExpr(expression_planner((Expr *) copyObject(expr)), NULL);
 	MemoryContextSwitchTo(old);
 	return c;
 }
