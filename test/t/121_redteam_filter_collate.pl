@@ -18,13 +18,13 @@ my $node = new_node('redteam_filter_collate');
 my $log0 = log_offset($node);
 sub q1 { return $node->safe_psql($_[1] // 'postgres', $_[0]); }
 
-fresh_collection($node, 'cs_t119');
+fresh_collection($node, 'cs_t121');
 q1(q{
 CREATE TABLE public.co (id int PRIMARY KEY, embedding real[], tag text);
 INSERT INTO public.co VALUES (1, '{1,0}', 'apple'), (2, '{0,1}', 'Zebra'), (3, '{1,1}', 'zoo');
 });
 my ($ret, $out, $err) = $node->psql('postgres',
-	q{SELECT chroma_mirror('public.co', collection => 'cs_t119', filter => $$tag < 'm' COLLATE "C"$$)});
+	q{SELECT chroma_mirror('public.co', collection => 'cs_t121', filter => $$tag < 'm' COLLATE "C"$$)});
 note("chroma_mirror: ret=$ret err=$err");
 is($ret, 0, 'chroma_mirror accepts a filter with a COLLATE clause');
 note('stored: ' . q1(q{SELECT filter || ' ' || filter_refs::text FROM chroma_sync.mirror}));
@@ -39,7 +39,7 @@ $node->safe_psql('postgres', q{SELECT chroma_flush('public.co', interval '30 sec
 my $state = q1(q{SELECT state || ' ' || coalesce(last_error, '') FROM chroma_sync.status});
 note("status: $state");
 unlike($state, qr/unrecognized node type/, 'the worker evaluates the filter (no internal error)');
-is(q1(q{SELECT coalesce(string_agg(id, ',' ORDER BY id), '') FROM chroma_get('cs_t119')}), '1,2',
+is(q1(q{SELECT coalesce(string_agg(id, ',' ORDER BY id), '') FROM chroma_get('cs_t121')}), '1,2',
 	'the worker sends the rows the filter selects');
 
 finish($node, $log0);

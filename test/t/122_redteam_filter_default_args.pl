@@ -32,21 +32,21 @@ CREATE FUNCTION app.fpl(t text, suffix text DEFAULT 'xyz') RETURNS boolean LANGU
 my %filter = (t1 => 'app.fsql(tag)', t2 => 'app.fnamed(b => 1, a => id)', t3 => 'app.fpl(tag)');
 for my $t (sort keys %filter)
 {
-	fresh_collection($node, "cs_t120_$t");
+	fresh_collection($node, "cs_t122_$t");
 	q1(qq{CREATE TABLE public.$t (id int PRIMARY KEY, embedding real[], tag text);
 INSERT INTO public.$t VALUES (1, '{1,0}', 'ab'), (2, '{0,1}', 'abcd');});
 }
 # the SQL function and the named arguments first (errors), the PL/pgSQL one last (crash)
 for my $t (qw(t1 t2))
 {
-	q1(qq{SELECT chroma_mirror('public.$t', collection => 'cs_t120_$t', filter => \$\$$filter{$t}\$\$)});
+	q1(qq{SELECT chroma_mirror('public.$t', collection => 'cs_t122_$t', filter => \$\$$filter{$t}\$\$)});
 	my ($ret, $out, $err) = $node->psql('postgres',
 		qq{SELECT string_agg(id::text, ',' ORDER BY id) FROM public.$t
 			WHERE chroma_sync_filter.match((SELECT mirror_id FROM chroma_sync.mirror WHERE source = 'public.$t'::regclass), $t.*)});
 	note("match on $t ($filter{$t}): ret=$ret out=$out err=$err");
 	is($out, '2', "the filter $filter{$t} evaluates (row 2 only)");
 }
-q1(q{SELECT chroma_mirror('public.t3', collection => 'cs_t120_t3', filter => $$app.fpl(tag)$$)});
+q1(q{SELECT chroma_mirror('public.t3', collection => 'cs_t122_t3', filter => $$app.fpl(tag)$$)});
 my ($ret, $out, $err) = $node->psql('postgres', q{SELECT chroma_flush(NULL, interval '30 seconds')}, timeout => 60);
 note("flush: ret=$ret out=$out err=$err");
 ($ret, $out, $err) = $node->psql('postgres',
@@ -54,7 +54,7 @@ note("flush: ret=$ret out=$out err=$err");
 note("status: ret=$ret out=$out err=$err");
 
 assert_no_crash($node, $log0, 'the filter app.fpl(tag) does not crash the server');
-is(q1(q{SELECT coalesce(string_agg(id, ','), '') FROM chroma_get('cs_t120_t3')}), '2',
+is(q1(q{SELECT coalesce(string_agg(id, ','), '') FROM chroma_get('cs_t122_t3')}), '2',
 	'the worker sends row 2 for app.fpl(tag)') if $node->psql('postgres', 'SELECT 1') == 0;
 $node->stop('fast', fail_ok => 1);
 done_testing();

@@ -21,7 +21,7 @@ my $node = new_node('redteam_column_type_rename');
 my $log0 = log_offset($node);
 sub q1 { return $node->safe_psql($_[1] // 'postgres', $_[0]); }
 
-fresh_collection($node, 'cs_t121');
+fresh_collection($node, 'cs_t123');
 q1(q{
 CREATE SCHEMA app;
 CREATE DOMAIN app.label AS text;
@@ -29,12 +29,12 @@ CREATE TYPE public.addr AS (city text, country text);
 CREATE TABLE public.ty (id int PRIMARY KEY, embedding real[], lbl app.label, a public.addr);
 INSERT INTO public.ty SELECT g, ARRAY[g, 1]::real[], 'l' || g,
 	ROW('Paris', CASE WHEN g <= 3 THEN 'FR' ELSE 'DE' END)::public.addr FROM generate_series(1, 5) g;
-SELECT chroma_mirror('public.ty', collection => 'cs_t121', metadata_columns => '{lbl}',
+SELECT chroma_mirror('public.ty', collection => 'cs_t123', metadata_columns => '{lbl}',
 	filter => $$(a).country = 'FR'$$);
 });
 is($node->safe_psql('postgres', q{SELECT chroma_flush('public.ty', interval '60 seconds')}, timeout => 90), 't',
 	'the mirror flushes');
-is(q1(q{SELECT chroma_count('cs_t121')}), '3', 'it sends the 3 rows in FR');
+is(q1(q{SELECT chroma_count('cs_t123')}), '3', 'it sends the 3 rows in FR');
 note('recorded: ' . q1(q{SELECT column_type_names::text FROM chroma_sync.mirror}));
 
 q1(q{ALTER TYPE public.addr RENAME TO address});
@@ -47,7 +47,7 @@ note("status: $state");
 is($state, 'syncing ', 'renaming the types of mirrored columns (or their schema) changes nothing: the mirror keeps syncing');
 
 q1(q{SELECT chroma_pause('public.ty')});
-my $dump = $PostgreSQL::Test::Utils::tmp_check . '/t121.dump';
+my $dump = $PostgreSQL::Test::Utils::tmp_check . '/t123.dump';
 $node->command_ok([ 'pg_dump', '-Fc', '-f', $dump, '-d', 'postgres' ], 'pg_dump -Fc');
 q1('CREATE DATABASE copy121');
 $node->command_ok([ 'pg_restore', '--exit-on-error', '-d', 'copy121', $dump ], 'pg_restore into copy121');
