@@ -18,13 +18,13 @@ my $node = new_node('redteam_rename_while_column_paused');
 my $log0 = log_offset($node);
 sub q1 { return $node->safe_psql($_[1] // 'postgres', $_[0]); }
 
-fresh_collection($node, 'cs_t122');
+fresh_collection($node, 'cs_t124');
 q1(q{
 CREATE SCHEMA app;
 CREATE FUNCTION app.norm(t text) RETURNS text LANGUAGE sql IMMUTABLE AS $$SELECT lower(t)$$;
 CREATE TABLE public.pc (id int PRIMARY KEY, embedding real[], lbl text, tag text);
 INSERT INTO public.pc VALUES (1, '{1,0}', 'a', 'EN'), (2, '{0,1}', 'b', 'DE');
-SELECT chroma_mirror('public.pc', collection => 'cs_t122', metadata_columns => '{lbl}',
+SELECT chroma_mirror('public.pc', collection => 'cs_t124', metadata_columns => '{lbl}',
 	filter => $$app.norm(tag) = 'en'$$);
 });
 is($node->safe_psql('postgres', q{SELECT chroma_flush('public.pc', interval '60 seconds')}, timeout => 90), 't',
@@ -37,7 +37,7 @@ my $stored = q1(q{SELECT filter || ' ' || filter_refs::text FROM chroma_sync.mir
 note("stored after the rename: $stored");
 like($stored, qr/^\(app\.norm2\(tag\)/, 'the rename is followed in the same transaction (paused mirror or not)');
 
-my $dump = $PostgreSQL::Test::Utils::tmp_check . '/t122.dump';
+my $dump = $PostgreSQL::Test::Utils::tmp_check . '/t124.dump';
 $node->command_ok([ 'pg_dump', '-Fc', '-f', $dump, '-d', 'postgres' ], 'pg_dump -Fc');
 q1('CREATE DATABASE copy122');
 $node->command_ok([ 'pg_restore', '--exit-on-error', '-d', 'copy122', $dump ], 'pg_restore into copy122');

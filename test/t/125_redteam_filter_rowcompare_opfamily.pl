@@ -19,7 +19,7 @@ my $node = new_node('redteam_filter_rowcompare_opfamily');
 my $log0 = log_offset($node);
 sub q1 { return $node->safe_psql($_[1] // 'postgres', $_[0]); }
 
-fresh_collection($node, 'cs_t123');
+fresh_collection($node, 'cs_t125');
 q1(q{
 CREATE SCHEMA app;
 CREATE FUNCTION app.lt(a int, b int) RETURNS boolean LANGUAGE sql IMMUTABLE AS $$SELECT a < b$$;
@@ -29,14 +29,14 @@ ALTER OPERATOR FAMILY app.fam USING btree ADD
 	OPERATOR 1 app.<<< (int, int), FUNCTION 1 (int, int) pg_catalog.btint4cmp(int, int);
 CREATE TABLE public.rc (id int PRIMARY KEY, embedding real[], n int);
 INSERT INTO public.rc SELECT g, ARRAY[g, 1]::real[], g FROM generate_series(1, 5) g;
-SELECT chroma_mirror('public.rc', collection => 'cs_t123', filter => $$ROW(id, n) OPERATOR(app.<<<) ROW(3, 3)$$);
+SELECT chroma_mirror('public.rc', collection => 'cs_t125', filter => $$ROW(id, n) OPERATOR(app.<<<) ROW(3, 3)$$);
 -- what PostgreSQL does for the same expression in a CHECK constraint
 CREATE TABLE public.ref (id int, n int, CHECK (ROW(id, n) OPERATOR(app.<<<) ROW(100, 100)));
 });
 note('stored: ' . q1(q{SELECT filter || ' ' || filter_refs::text FROM chroma_sync.mirror}));
 is($node->safe_psql('postgres', q{SELECT chroma_flush('public.rc', interval '60 seconds')}, timeout => 90), 't',
 	'the mirror flushes');
-is(q1(q{SELECT string_agg(id, ',' ORDER BY id) FROM chroma_get('cs_t123')}), '1,2', 'it sends rows 1 and 2');
+is(q1(q{SELECT string_agg(id, ',' ORDER BY id) FROM chroma_get('cs_t125')}), '1,2', 'it sends rows 1 and 2');
 
 my ($ret, $out, $err) = $node->psql('postgres', q{DROP OPERATOR FAMILY app.fam USING btree});
 like($err, qr/depend/, 'PostgreSQL refuses to drop the operator family a CHECK constraint\'s row comparison uses');
