@@ -170,7 +170,8 @@ $$;
 DROP FUNCTION chroma_sync.record_columns(integer);
 
 -- After renaming (or moving) a function, type, operator, collation or schema: the text of
--- every bound filter that names it is written again, in that transaction (TAP 049).
+-- every bound filter that names it is written again, in that transaction (TAP 049), and so
+-- are the recorded type names of mirrored columns whose type it renamed (TAP 123).
 CREATE FUNCTION chroma_sync.filters_renamed() RETURNS void
 	AS 'MODULE_PATHNAME', 'chroma_sync_filters_renamed' LANGUAGE C STRICT;
 REVOKE ALL ON FUNCTION chroma_sync.filters_renamed() FROM PUBLIC;
@@ -185,7 +186,8 @@ BEGIN
 	-- a table's columns are renamed by ALTER VIEW and ALTER FOREIGN TABLE too (TAP 101)
 	IF TG_TAG OPERATOR(pg_catalog.<>) ALL (ARRAY['ALTER TABLE', 'ALTER VIEW', 'ALTER FOREIGN TABLE',
 			'ALTER MATERIALIZED VIEW']) THEN
-		IF EXISTS (SELECT FROM chroma_sync.mirror WHERE filter IS NOT NULL) THEN
+		-- the filters' texts, and the recorded type names of mirrored columns (TAP 123)
+		IF EXISTS (SELECT FROM chroma_sync.mirror) THEN
 			PERFORM chroma_sync.filters_renamed();
 		END IF;
 		RETURN;

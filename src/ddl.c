@@ -52,7 +52,11 @@ chroma_sync_columns_changed(PG_FUNCTION_ARGS)
 	{
 		MirrorConfig *m = (MirrorConfig *) lfirst(lc);
 
-		if (list_member_oid(rels, m->relid) && !mirror_columns_apply(m) && m->column_problem == NULL)
+		if (!list_member_oid(rels, m->relid))
+			continue;
+		(void) mirror_columns_apply(m);
+		/* paused for another column's change too: its filter is still written (TAP 124) */
+		if (m->filter_node != NULL && mirror_columns_filter_intact(m))
 			mirror_filter_follow_names(m);
 	}
 	chroma_bump_config();
@@ -71,14 +75,27 @@ chroma_sync_filters_renamed(PG_FUNCTION_ARGS)
 {
 	List	   *mirrors = mirror_load_all();
 	ListCell   *lc;
+	bool		types_renamed = false;
 
 	foreach(lc, mirrors)
 	{
 		MirrorConfig *m = (MirrorConfig *) lfirst(lc);
 
-		if (m->filter != NULL && m->column_problem == NULL && get_rel_name(m->relid) != NULL)
+		if (get_rel_name(m->relid) == NULL)
+			continue;
+		/* a mirrored column's type, or its schema, renamed: the same type (TAP 123) */
+		if (mirror_columns_follow_type_renames(m))
+		{
+			types_renamed = true;
+			mirror_columns_resolve(m);
+		}
+		/* paused for another column's change too: its filter is still written (TAP 124) */
+		if (m->filter != NULL && m->filter_node != NULL && mirror_columns_filter_intact(m))
 			mirror_filter_follow_names(m);
 	}
+	/* the workers read the recorded type names again */
+	if (types_renamed)
+		chroma_bump_config();
 	PG_RETURN_VOID();
 }
 

@@ -15,6 +15,7 @@
 #include "access/htup_details.h"
 #include "access/sysattr.h"
 #include "catalog/pg_attribute.h"
+#include "catalog/pg_class.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "nodes/bitmapset.h"
@@ -429,4 +430,121 @@ mirror_columns_apply(MirrorConfig *m)
 		m->columns_renamed = false;
 	}
 	return false;
+}
+
+/* The type and typmod the bound filter read column attnum with (its Var), if it reads it. */
+static bool
+filter_var_type(MirrorConfig *m, AttrNumber attnum, Oid *type, int32 *typmod)
+{
+	List	   *vars;
+	ListCell   *lc;
+
+	if (m->filter_node == NULL)
+		return false;
+	vars = pull_var_clause(stringToNode(m->filter_node), PVC_RECURSE_PLACEHOLDERS);
+	foreach(lc, vars)
+	{
+		Var		   *v = (Var *) lfirst(lc);
+
+		if (v->varattno == attnum)
+		{
+			*type = v->vartype;
+			*typmod = v->vartypmod;
+			return true;
+		}
+	}
+	return false;
+}
+
+bool
+mirror_columns_follow_type_renames(MirrorConfig *m)
+{
+	Datum		types_datum;
+	bool		isnull;
+	Datum	   *types = NULL;
+	bool	   *nulls = NULL;
+	int			ntypes = 0;
+	int			k = 0;
+	bool		changed = false;
+	HeapTuple	reltup;
+	bool		typed;
+
+	if (!m->home || m->columns == NULL)
+		return false;
+	reltup = SearchSysCache1(RELOID, ObjectIdGetDatum(m->relid));
+	if (!HeapTupleIsValid(reltup))
+		return false;
+	/* ALTER TYPE ... ALTER ATTRIBUTE ... CASCADE changes a typed table's column types */
+	typed = OidIsValid(((Form_pg_class) GETSTRUCT(reltup))->reloftype);
+	ReleaseSysCache(reltup);
+
+	/* the type OIDs recorded for the keys, embedding, document and metadata, in that order */
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	if (SPI_execute_with_args("SELECT column_types FROM chroma_sync.mirror WHERE mirror_id OPERATOR(pg_catalog.=) $1",
+							  1, (Oid[]) {INT4OID}, (Datum[]) {Int32GetDatum(m->mirror_id)}, NULL, true, 1) != SPI_OK_SELECT)
+		elog(ERROR, "could not read the column types of mirror %d", m->mirror_id);
+	types_datum = (Datum) 0;
+	if (SPI_processed == 1)
+	{
+		Datum		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+
+		if (!isnull)
+			types_datum = SPI_datumTransfer(d, false, -1);
+	}
+	SPI_finish();
+	if (types_datum != (Datum) 0)
+		deconstruct_array(DatumGetArrayTypeP(types_datum), OIDOID, sizeof(Oid), true, TYPALIGN_INT,
+						  &types, &nulls, &ntypes);
+
+	for (int i = 0; i < m->ncolumns; i++)
+	{
+		MirrorColumn *c = &m->columns[i];
+		bool		filter = c->role == MIRROR_COLUMN_FILTER;
+		Oid			was = InvalidOid;
+		int32		was_typmod = -1;
+		Oid			now;
+		int32		now_typmod;
+		char	   *type;
+
+		if (!filter)
+		{
+			if (k < ntypes && !nulls[k])
+				was = DatumGetObjectId(types[k]);
+			k++;
+		}
+		if (c->name == NULL || current_name(m->relid, c->attnum) == NULL)
+			continue;
+		type = column_type(m->relid, c->attnum);
+		if (type == NULL || strcmp(type, c->type) == 0)
+			continue;
+		get_atttypetypmodcoll(m->relid, c->attnum, &now, &now_typmod, &(Oid) {0});
+		if (filter)
+		{
+			/* the bound filter's Var: the same type and typmod, renamed */
+			if (!filter_var_type(m, c->attnum, &was, &was_typmod) || was_typmod != now_typmod)
+				continue;
+		}
+		else if (typed)
+			continue;
+		if (was != now)
+			continue;			/* another type: the mirror pauses (mirror_columns_resolve) */
+		c->type = type;
+		changed = true;
+	}
+	if (changed)
+		mirror_columns_store(m);
+	return changed;
+}
+
+bool
+mirror_columns_filter_intact(MirrorConfig *m)
+{
+	if (!m->home || m->columns == NULL)
+		return m->column_problem == NULL;
+	for (int i = 0; i < m->ncolumns; i++)
+		if (m->columns[i].role == MIRROR_COLUMN_FILTER &&
+			current_name(m->relid, m->columns[i].attnum) == NULL)
+			return false;
+	return true;
 }

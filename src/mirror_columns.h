@@ -34,6 +34,13 @@ extern void mirror_columns_record(int mirror_id, Oid relid, int nkeys, const Att
 								  const AttrNumber *meta, const Bitmapset *filter_atts);
 
 /* Writes m's columns as resolved (attnums) and named (names) back to its row. */
+/*
+ * After DDL that renames types or schemas (never ALTER TABLE): the recorded type names of
+ * columns whose type is the same one, renamed, are recorded again. True when any was.
+ */
+extern bool mirror_columns_follow_type_renames(MirrorConfig *m);
+/* Whether every column the bound filter reads is still there (its text can be written). */
+extern bool mirror_columns_filter_intact(MirrorConfig *m);
 extern void mirror_columns_store(MirrorConfig *m);
 
 /*

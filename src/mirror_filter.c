@@ -600,16 +600,21 @@ mirror_filter_follow_names(MirrorConfig *m)
 	Oid			types[3] = {INT4OID, TEXTOID, TEXTARRAYOID};
 	Datum		values[3];
 
-	if (text == NULL || strcmp(text, m->filter) == 0)
+	if (text == NULL)
 		return;
 	values[0] = Int32GetDatum(m->mirror_id);
 	values[1] = CStringGetTextDatum(text);
-	/* the references, by their names now too: chroma_adopt checks the text against them */
+	/*
+	 * The references, by their names now too: chroma_adopt checks the text against them.
+	 * A rename can change them and not the text (a composite type whose field the filter
+	 * reads, TAP 123).
+	 */
 	values[2] = mirror_filter_refs_datum(m->filter_node);
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
 	if (SPI_execute_with_args("UPDATE chroma_sync.mirror SET filter = $2, filter_refs = $3 "
-							  "WHERE mirror_id OPERATOR(pg_catalog.=) $1",
+							  "WHERE mirror_id OPERATOR(pg_catalog.=) $1 AND (filter IS DISTINCT FROM $2 "
+							  "OR filter_refs IS DISTINCT FROM $3)",
 							  3, types, values, NULL, false, 0) != SPI_OK_UPDATE)
 		elog(ERROR, "could not record the filter of mirror %d", m->mirror_id);
 	SPI_finish();
