@@ -4,17 +4,19 @@
 # seconds later: the behaviour of a gateway that times out while the server goes on
 # (the write is applied after the client has given up on it).
 #
-#   late_proxy.pl UPSTREAM_PORT PORT_FILE ARM_FILE DELAY
+#   late_proxy.pl UPSTREAM_PORT PORT_FILE ARM_FILE DELAY [OPERATION]
 #
 # Every request is forwarded to 127.0.0.1:UPSTREAM_PORT and its answer relayed
-# (Connection: close). While ARM_FILE exists, the next POST to .../upsert removes it and
-# gets the late 504 treatment. SIGTERM stops everything.
+# (Connection: close). While ARM_FILE exists, the next POST to .../OPERATION (upsert
+# unless given, e.g. delete) removes it and gets the late 504 treatment. SIGTERM stops
+# everything.
 use strict;
 use warnings;
 use IO::Socket::INET;
 
-my ($upstream, $port_file, $arm_file, $delay) = @ARGV;
-die "usage: $0 UPSTREAM_PORT PORT_FILE ARM_FILE DELAY\n" unless defined $delay;
+my ($upstream, $port_file, $arm_file, $delay, $operation) = @ARGV;
+die "usage: $0 UPSTREAM_PORT PORT_FILE ARM_FILE DELAY [OPERATION]\n" unless defined $delay;
+$operation //= 'upsert';
 
 my $listener = IO::Socket::INET->new(
 	LocalAddr => '127.0.0.1',
@@ -41,7 +43,7 @@ while (1)
 		next;
 	}
 	# decided in the parent, so exactly one request takes the armed file
-	my $late = $method eq 'POST' && $path =~ m{/upsert$} && unlink($arm_file);
+	my $late = $method eq 'POST' && $path =~ m{/\Q$operation\E$} && unlink($arm_file);
 	my $pid = fork();
 	die "fork: $!\n" unless defined $pid;
 	if ($pid == 0)
