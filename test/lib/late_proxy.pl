@@ -4,19 +4,21 @@
 # behaviour of a gateway that times out while the server goes on (the write is applied
 # after the client has given up on it).
 #
-#   late_proxy.pl UPSTREAM_PORT PORT_FILE ARM_FILE RELEASE_FILE
+#   late_proxy.pl UPSTREAM_PORT PORT_FILE ARM_FILE WHEN [OPERATION]
 #
 # Every request is forwarded to 127.0.0.1:UPSTREAM_PORT and its answer relayed
-# (Connection: close). While ARM_FILE exists, the next POST to .../upsert removes it and
-# gets the late 504 treatment: it is forwarded once RELEASE_FILE exists (the test decides
-# when the late write lands, whatever the machine's load), and RELEASE_FILE.done is made
-# once Chroma has answered it. SIGTERM stops everything.
+# (Connection: close). While ARM_FILE exists, the next POST to .../OPERATION (upsert
+# unless given, e.g. delete) removes it and gets the late 504 treatment: it is forwarded
+# WHEN seconds later, or, when WHEN is a file name, once that file exists (the test
+# decides when the late write lands, whatever the machine's load), and then WHEN.done is
+# made once Chroma has answered it. SIGTERM stops everything.
 use strict;
 use warnings;
 use IO::Socket::INET;
 
-my ($upstream, $port_file, $arm_file, $release_file) = @ARGV;
-die "usage: $0 UPSTREAM_PORT PORT_FILE ARM_FILE RELEASE_FILE\n" unless defined $release_file;
+my ($upstream, $port_file, $arm_file, $when, $operation) = @ARGV;
+die "usage: $0 UPSTREAM_PORT PORT_FILE ARM_FILE WHEN [OPERATION]\n" unless defined $when;
+$operation //= 'upsert';
 
 my $listener = IO::Socket::INET->new(
 	LocalAddr => '127.0.0.1',
@@ -43,7 +45,7 @@ while (1)
 		next;
 	}
 	# decided in the parent, so exactly one request takes the armed file
-	my $late = $method eq 'POST' && $path =~ m{/upsert$} && unlink($arm_file);
+	my $late = $method eq 'POST' && $path =~ m{/\Q$operation\E$} && unlink($arm_file);
 	my $pid = fork();
 	die "fork: $!\n" unless defined $pid;
 	if ($pid == 0)
@@ -56,12 +58,18 @@ while (1)
 			syswrite($conn, "HTTP/1.1 504 Gateway Timeout\r\nContent-Type: application/json\r\n"
 				  . "Connection: close\r\nContent-Length: " . length($json) . "\r\n\r\n$json");
 			close($conn);
-			select(undef, undef, undef, 0.05) until -e $release_file;
+			if ($when =~ /^[0-9.]+$/)
+			{
+				select(undef, undef, undef, $when);
+				forward($method, $path, $head, $body);
+				exit 0;
+			}
+			select(undef, undef, undef, 0.05) until -e $when;
 			my $resp = forward($method, $path, $head, $body);
-			open(my $done, '>', "$release_file.done.tmp") or die "$release_file.done.tmp: $!\n";
+			open(my $done, '>', "$when.done.tmp") or die "$when.done.tmp: $!\n";
 			print $done((split /\r\n/, $resp)[0], "\n");
 			close($done);
-			rename("$release_file.done.tmp", "$release_file.done") or die "rename: $!\n";
+			rename("$when.done.tmp", "$when.done") or die "rename: $!\n";
 			exit 0;
 		}
 		syswrite($conn, forward($method, $path, $head, $body));

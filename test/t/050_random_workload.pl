@@ -347,6 +347,58 @@ is(resolve_prepared("${gid_prefix}%"), 0, "$tag no prepared transaction was left
 
 # ------------------------------------------------------------------ the checker
 
+# What explains a flush that timed out (printed once per mirror that timed out): the
+# locks held or awaited in the database, what the chroma_sync processes do (wait event,
+# state, how long), every mirror's status row, the head of the mirror's queue (a
+# TRUNCATE barrier shows as key NULL) and its keys parked in chroma_sync.resend, and the
+# prepared transactions.
+sub flush_timeout_diagnostics
+{
+	my ($t, $c) = @_;
+	my @aligned = (extra_params => [ '-P', 'format=aligned', '-P', 'footer=off', '-P', 'tuples_only=off' ]);
+	my $mirror = "(SELECT mirror_id FROM chroma_sync.mirror WHERE collection = '$c')";
+	for my $q (
+		[ 'pg_locks of the database (not this session\'s)', q{
+SELECT l.pid, a.backend_type, l.locktype, coalesce(l.relation::regclass::text, '') AS relation,
+	l.mode, l.granted, l.virtualtransaction, l.transactionid, a.wait_event_type, a.wait_event,
+	left(a.query, 60) AS query
+FROM pg_locks l LEFT JOIN pg_stat_activity a ON a.pid = l.pid
+WHERE (l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+		OR l.database IS NULL)
+	AND l.pid IS DISTINCT FROM pg_backend_pid()
+ORDER BY l.granted, l.pid, l.locktype, relation} ],
+		[ 'chroma_sync processes (pg_stat_activity)', q{
+SELECT pid, backend_type, datname, state, wait_event_type, wait_event,
+	now() - backend_start AS running_for, now() - state_change AS in_state_for,
+	now() - xact_start AS in_xact_for, backend_xid, backend_xmin, left(query, 80) AS query
+FROM pg_stat_activity WHERE backend_type LIKE 'chroma_sync%' ORDER BY backend_type, pid} ],
+		[ 'chroma_sync.status', q{
+SELECT source, collection, state, pending, failed, synced, last_sync_at, last_error_at,
+	left(last_error, 100) AS last_error, lag, backfill_sent, backfill_total
+FROM chroma_sync.status ORDER BY collection} ],
+		[ "chroma_sync.mirror of $t", qq{
+SELECT mirror_id, paused, in_error, backfill_done, reconcile, backfill_after, backfill_started_at,
+	left(paused_reason, 60) AS paused_reason, collection_id
+FROM chroma_sync.mirror WHERE mirror_id = $mirror} ],
+		[ "the head of the queue of $t (key NULL: a TRUNCATE barrier)", qq{
+SELECT qid, key IS NULL AS barrier, key, enqueued_at FROM chroma_sync.queue
+WHERE mirror_id = $mirror ORDER BY qid LIMIT 5} ],
+		[ "the TRUNCATE barriers queued for $t", qq{
+SELECT count(*), min(qid), max(qid), min(enqueued_at), max(enqueued_at) FROM chroma_sync.queue
+WHERE mirror_id = $mirror AND key IS NULL} ],
+		[ "the keys of $t parked in chroma_sync.resend", qq{
+SELECT count(*), min(not_before), max(not_before), now() AS now FROM chroma_sync.resend
+WHERE mirror_id = $mirror} ],
+		[ 'prepared transactions', q{
+SELECT gid, prepared, owner, database FROM pg_prepared_xacts ORDER BY prepared} ])
+	{
+		my ($title, $sql) = @$q;
+		my ($ret, $out, $err) = $node->psql('postgres', $sql, @aligned);
+		diag("$tag $t: $title:\n$out$err");
+	}
+	return;
+}
+
 set_conf($node, 'chroma_sync.test_stall', 0);
 my $worker = '';
 my $worker_runs = ok( wait_for('the worker of database postgres', 30, sub {
@@ -370,6 +422,7 @@ for my $m (@mirrors)
 		my ($ret, $out) = $node->psql('postgres',
 			"SELECT state, pending, failed, last_error FROM chroma_sync.status WHERE collection = '$c'");
 		diag("$tag $t: chroma_flush timed out; state|pending|failed|last_error: $out");
+		flush_timeout_diagnostics($t, $c);
 	}
 }
 for my $m (@mirrors)
