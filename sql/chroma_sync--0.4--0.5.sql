@@ -172,9 +172,11 @@ DROP FUNCTION chroma_sync.record_columns(integer);
 -- After renaming (or moving) a function, type, operator, collation or schema: the text of
 -- every bound filter that names it is written again, in that transaction (TAP 049), and so
 -- are the recorded type names of mirrored columns whose type it renamed (TAP 123).
-CREATE FUNCTION chroma_sync.filters_renamed() RETURNS void
+-- all_types false (after ALTER TABLE and the like): only composite row types are followed,
+-- as a typmod may have changed there (TAP 126)
+CREATE FUNCTION chroma_sync.filters_renamed(all_types boolean) RETURNS void
 	AS 'MODULE_PATHNAME', 'chroma_sync_filters_renamed' LANGUAGE C STRICT;
-REVOKE ALL ON FUNCTION chroma_sync.filters_renamed() FROM PUBLIC;
+REVOKE ALL ON FUNCTION chroma_sync.filters_renamed(boolean) FROM PUBLIC;
 
 CREATE OR REPLACE FUNCTION chroma_sync.on_ddl_end() RETURNS event_trigger
 	LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
@@ -188,7 +190,7 @@ BEGIN
 			'ALTER MATERIALIZED VIEW']) THEN
 		-- the filters' texts, and the recorded type names of mirrored columns (TAP 123)
 		IF EXISTS (SELECT FROM chroma_sync.mirror) THEN
-			PERFORM chroma_sync.filters_renamed();
+			PERFORM chroma_sync.filters_renamed(true);
 		END IF;
 		RETURN;
 	END IF;
@@ -219,9 +221,10 @@ BEGIN
 		END LOOP;
 		PERFORM chroma_sync.config_changed();
 	END LOOP;
-	-- a table renamed that another mirror's filter names (a regclass constant)
-	IF EXISTS (SELECT FROM chroma_sync.mirror WHERE filter IS NOT NULL) THEN
-		PERFORM chroma_sync.filters_renamed();
+	-- a table renamed that another mirror's filter names (a regclass constant), or whose
+	-- row type is a mirrored column's type (TAP 130)
+	IF EXISTS (SELECT FROM chroma_sync.mirror) THEN
+		PERFORM chroma_sync.filters_renamed(false);
 	END IF;
 END
 $$;

@@ -73,6 +73,7 @@ PG_FUNCTION_INFO_V1(chroma_sync_filters_renamed);
 Datum
 chroma_sync_filters_renamed(PG_FUNCTION_ARGS)
 {
+	bool		all_types = PG_NARGS() == 0 || PG_GETARG_BOOL(0);
 	List	   *mirrors = mirror_load_all();
 	ListCell   *lc;
 	bool		types_renamed = false;
@@ -83,8 +84,12 @@ chroma_sync_filters_renamed(PG_FUNCTION_ARGS)
 
 		if (get_rel_name(m->relid) == NULL)
 			continue;
-		/* a mirrored column's type, or its schema, renamed: the same type (TAP 123) */
-		if (mirror_columns_follow_type_renames(m))
+		/*
+		 * A mirrored column's type, or its schema, renamed: the same type (TAP 123). After
+		 * ALTER TABLE and the like, only row types (renamed with their table: TAP 130),
+		 * whose typmod is always -1; any other type there may be a typmod change (TAP 126).
+		 */
+		if (mirror_columns_follow_type_renames(m, !all_types))
 		{
 			types_renamed = true;
 			mirror_columns_resolve(m);
@@ -122,16 +127,16 @@ worker_start_value(const char *name)
 							  "   AND s.setrole OPERATOR(pg_catalog.=) $3 THEN 1"
 							  "  WHEN s.setrole OPERATOR(pg_catalog.=) $3 THEN 2"
 							  "  WHEN s.setdatabase OPERATOR(pg_catalog.=) $2 THEN 3 ELSE 4 END AS o,"
-							  "  pg_catalog.substr(c, pg_catalog.strpos(c, '=') OPERATOR(pg_catalog.+) 1) AS v"
+							  "  pg_catalog.substr(c, pg_catalog.strpos(c, '=') OPERATOR(pg_catalog.+) 1) AS v, 0 AS seq"
 							  " FROM pg_catalog.pg_db_role_setting s, pg_catalog.unnest(s.setconfig) AS c"
 							  " WHERE (s.setdatabase OPERATOR(pg_catalog.=) $2 OR s.setdatabase OPERATOR(pg_catalog.=) 0)"
 							  "  AND (s.setrole OPERATOR(pg_catalog.=) $3 OR s.setrole OPERATOR(pg_catalog.=) 0)"
 							  "  AND pg_catalog.lower(pg_catalog.split_part(c, '=', 1)) OPERATOR(pg_catalog.=) pg_catalog.lower($1)"
-							  " UNION ALL SELECT 5, f.setting FROM pg_catalog.pg_file_settings f"
+							  " UNION ALL SELECT 5, f.setting, f.seqno FROM pg_catalog.pg_file_settings f"
 							  "  WHERE pg_catalog.lower(f.name) OPERATOR(pg_catalog.=) pg_catalog.lower($1) AND f.applied"
-							  " UNION ALL SELECT 6, g.boot_val FROM pg_catalog.pg_settings g"
+							  " UNION ALL SELECT 6, g.boot_val, 0 FROM pg_catalog.pg_settings g"
 							  "  WHERE pg_catalog.lower(g.name) OPERATOR(pg_catalog.=) pg_catalog.lower($1)"
-							  ") AS x ORDER BY o LIMIT 1",
+							  ") AS x ORDER BY o, seq DESC LIMIT 1",	/* the file's last line wins (TAP 134) */
 							  3, types, values, NULL, true, 1) != SPI_OK_SELECT)
 		elog(ERROR, "could not read the configured value of %s", name);
 	if (SPI_processed == 1)
@@ -174,6 +179,8 @@ chroma_sync_bind_filter(PG_FUNCTION_ARGS)
 	for (int i = 0; i < (int) lengthof(settings); i++)
 		(void) set_config_option(settings[i], worker_start_value(settings[i]), PGC_USERSET,
 								 PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+	/* and what every worker pins right after connecting, as 0.4's did (TimeZone UTC: TAP 137) */
+	mirror_fix_render_settings();
 	mirror_filter_store_bound(m, mirror_filter_derive(m));
 	AtEOXact_GUC(false, level);
 	PG_RETURN_BOOL(true);

@@ -457,7 +457,7 @@ filter_var_type(MirrorConfig *m, AttrNumber attnum, Oid *type, int32 *typmod)
 }
 
 bool
-mirror_columns_follow_type_renames(MirrorConfig *m)
+mirror_columns_follow_type_renames(MirrorConfig *m, bool rowtypes_only)
 {
 	Datum		types_datum;
 	bool		isnull;
@@ -519,6 +519,8 @@ mirror_columns_follow_type_renames(MirrorConfig *m)
 		if (type == NULL || strcmp(type, c->type) == 0)
 			continue;
 		get_atttypetypmodcoll(m->relid, c->attnum, &now, &now_typmod, &(Oid) {0});
+		if (rowtypes_only && !OidIsValid(get_typ_typrelid(now)))
+			continue;
 		if (filter)
 		{
 			/* the bound filter's Var: the same type and typmod, renamed */

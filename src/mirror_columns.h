@@ -35,10 +35,11 @@ extern void mirror_columns_record(int mirror_id, Oid relid, int nkeys, const Att
 
 /* Writes m's columns as resolved (attnums) and named (names) back to its row. */
 /*
- * After DDL that renames types or schemas (never ALTER TABLE): the recorded type names of
- * columns whose type is the same one, renamed, are recorded again. True when any was.
+ * After DDL that renames types or schemas: the recorded type names of columns whose type
+ * is the same one, renamed, are recorded again (rowtypes_only: only composite row types,
+ * after ALTER TABLE and the like, where a typmod may have changed). True when any was.
  */
-extern bool mirror_columns_follow_type_renames(MirrorConfig *m);
+extern bool mirror_columns_follow_type_renames(MirrorConfig *m, bool rowtypes_only);
 /* Whether every column the bound filter reads is still there (its text can be written). */
 extern bool mirror_columns_filter_intact(MirrorConfig *m);
 extern void mirror_columns_store(MirrorConfig *m);

@@ -606,6 +606,9 @@ mirror_fix_render_settings(void)
 		{"extra_float_digits", "1"},
 		/* byteaout is immutable and obeys it: a filter over b::text (TAP 117) */
 		{"bytea_output", "hex"},
+		/* xmlelement renders bytea by it; xml input is read by xmloption (TAP 132) */
+		{"xmlbinary", "base64"},
+		{"xmloption", "content"},
 	};
 
 	for (size_t i = 0; i < lengthof(settings); i++)

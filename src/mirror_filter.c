@@ -186,6 +186,41 @@ mutable_domain_walker(Node *node, void *context)
 	return expression_tree_walker(node, mutable_domain_walker, context);
 }
 
+/*
+ * A function called with fewer arguments than it takes gets its DEFAULTs when the tree is
+ * planned (at each evaluation): those expressions must be immutable too (TAP 127).
+ */
+static bool
+mutable_default_walker(Node *node, void *context)
+{
+	if (node == NULL)
+		return false;
+	if (IsA(node, FuncExpr))
+	{
+		FuncExpr   *f = (FuncExpr *) node;
+		HeapTuple	tup = SearchSysCache1(PROCOID, ObjectIdGetDatum(f->funcid));
+
+		if (HeapTupleIsValid(tup))
+		{
+			Form_pg_proc proc = (Form_pg_proc) GETSTRUCT(tup);
+			bool		isnull;
+			Datum		defaults;
+			bool		mutable = false;
+
+			if (proc->pronargdefaults > 0)
+			{
+				defaults = SysCacheGetAttr(PROCOID, tup, Anum_pg_proc_proargdefaults, &isnull);
+				mutable = !isnull &&
+					contain_mutable_functions(stringToNode(TextDatumGetCString(defaults)));
+			}
+			ReleaseSysCache(tup);
+			if (mutable)
+				return true;
+		}
+	}
+	return expression_tree_walker(node, mutable_default_walker, context);
+}
+
 static bool
 function_missing(Oid funcid, void *context)
 {
@@ -273,6 +308,8 @@ check_bound(Oid relid, Node *expr, const char *filter)
 		refuse(filter, "A filter may call only immutable functions (not volatile or stable ones such as now() or current_setting()): a row's place in the collection must depend on the row alone.");
 	if (mutable_domain_walker(expr, NULL))
 		refuse(filter, "A filter must not cast to a domain whose CHECK constraint calls a function that is not immutable (such as now()).");
+	if (mutable_default_walker(expr, NULL))
+		refuse(filter, "A filter may call only functions whose DEFAULT arguments are immutable expressions: a row's place in the collection must depend on the row alone.");
 }
 
 /*
@@ -303,6 +340,11 @@ fixed_text_settings(void)
 							 GUC_ACTION_SAVE, true, 0, false);
 	/* names quoted only where needed, so that texts compare equal (TAP 115) */
 	(void) set_config_option("quote_all_identifiers", "off", PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
+	/* xml rendered and read the same way everywhere (TAP 132) */
+	(void) set_config_option("xmlbinary", "base64", PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
+	(void) set_config_option("xmloption", "content", PGC_USERSET, PGC_S_SESSION,
 							 GUC_ACTION_SAVE, true, 0, false);
 	/* a bytea constant as \x..., as the worker renders it */
 	(void) set_config_option("bytea_output", "hex", PGC_USERSET, PGC_S_SESSION,
