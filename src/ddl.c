@@ -73,7 +73,7 @@ PG_FUNCTION_INFO_V1(chroma_sync_filters_renamed);
 Datum
 chroma_sync_filters_renamed(PG_FUNCTION_ARGS)
 {
-	bool		all_types = PG_NARGS() == 0 || PG_GETARG_BOOL(0);
+	bool		all_types = PG_GETARG_BOOL(0);
 	List	   *mirrors = mirror_load_all();
 	ListCell   *lc;
 	bool		types_renamed = false;
@@ -95,7 +95,7 @@ chroma_sync_filters_renamed(PG_FUNCTION_ARGS)
 			mirror_columns_resolve(m);
 		}
 		/* paused for another column's change too: its filter is still written (TAP 124) */
-		if (m->filter != NULL && m->filter_node != NULL && mirror_columns_filter_intact(m))
+		if (m->filter_node != NULL && mirror_columns_filter_intact(m))
 			mirror_filter_follow_names(m);
 	}
 	/* the workers read the recorded type names again */

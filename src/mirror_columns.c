@@ -471,6 +471,16 @@ mirror_columns_follow_type_renames(MirrorConfig *m, bool rowtypes_only)
 
 	if (!m->home || m->columns == NULL)
 		return false;
+	/* most DDL renames nothing a mirror records: no catalog read then */
+	for (int i = 0; i < m->ncolumns && !changed; i++)
+	{
+		char	   *now = m->columns[i].name == NULL ? NULL : column_type(m->relid, m->columns[i].attnum);
+
+		changed = now != NULL && strcmp(now, m->columns[i].type) != 0;
+	}
+	if (!changed)
+		return false;
+	changed = false;
 	reltup = SearchSysCache1(RELOID, ObjectIdGetDatum(m->relid));
 	if (!HeapTupleIsValid(reltup))
 		return false;

@@ -322,33 +322,24 @@ check_bound(Oid relid, Node *expr, const char *filter)
 static int
 fixed_text_settings(void)
 {
+	static const char *const settings[][2] = {
+		{"DateStyle", "ISO, YMD"},
+		/* floats exactly (the worker renders them with 1) */
+		{"extra_float_digits", "3"},
+		/* 'x\ty' is four characters and a backslash, whatever the session reads it as */
+		{"standard_conforming_strings", "on"},
+		/* '{en,NULL}' holds a NULL, whatever the database reads it as (TAP 113) */
+		{"array_nulls", "on"},
+		/* names quoted only where needed, so that texts compare equal (TAP 115) */
+		{"quote_all_identifiers", "off"},
+	};
 	int			level = NewGUCNestLevel();
 
-	(void) set_config_option("DateStyle", "ISO, YMD", PGC_USERSET, PGC_S_SESSION,
-							 GUC_ACTION_SAVE, true, 0, false);
-	(void) set_config_option("IntervalStyle", "postgres", PGC_USERSET, PGC_S_SESSION,
-							 GUC_ACTION_SAVE, true, 0, false);
-	(void) set_config_option("extra_float_digits", "3", PGC_USERSET, PGC_S_SESSION,
-							 GUC_ACTION_SAVE, true, 0, false);
-	(void) set_config_option("TimeZone", "UTC", PGC_USERSET, PGC_S_SESSION,
-							 GUC_ACTION_SAVE, true, 0, false);
-	/* 'x\ty' is four characters and a backslash, whatever the session reads it as */
-	(void) set_config_option("standard_conforming_strings", "on", PGC_USERSET, PGC_S_SESSION,
-							 GUC_ACTION_SAVE, true, 0, false);
-	/* '{en,NULL}' holds a NULL, whatever the database reads it as (TAP 113) */
-	(void) set_config_option("array_nulls", "on", PGC_USERSET, PGC_S_SESSION,
-							 GUC_ACTION_SAVE, true, 0, false);
-	/* names quoted only where needed, so that texts compare equal (TAP 115) */
-	(void) set_config_option("quote_all_identifiers", "off", PGC_USERSET, PGC_S_SESSION,
-							 GUC_ACTION_SAVE, true, 0, false);
-	/* xml rendered and read the same way everywhere (TAP 132) */
-	(void) set_config_option("xmlbinary", "base64", PGC_USERSET, PGC_S_SESSION,
-							 GUC_ACTION_SAVE, true, 0, false);
-	(void) set_config_option("xmloption", "content", PGC_USERSET, PGC_S_SESSION,
-							 GUC_ACTION_SAVE, true, 0, false);
-	/* a bytea constant as \x..., as the worker renders it */
-	(void) set_config_option("bytea_output", "hex", PGC_USERSET, PGC_S_SESSION,
-							 GUC_ACTION_SAVE, true, 0, false);
+	/* as the worker renders values: TimeZone, IntervalStyle, bytea_output, xml (TAP 117, 132) */
+	mirror_fix_render_settings();
+	for (size_t i = 0; i < lengthof(settings); i++)
+		(void) set_config_option(settings[i][0], settings[i][1], PGC_USERSET, PGC_S_SESSION,
+								 GUC_ACTION_SAVE, true, 0, false);
 	return level;
 }
 
