@@ -23,15 +23,7 @@ DateStyle = 'ISO, MDY'
 my $log0 = log_offset($node);
 sub q1 { return $node->safe_psql($_[1] // 'postgres', $_[0]); }
 
-q1(q{CREATE EXTENSION chroma_sync VERSION '0.4'});
-fresh_collection($node, 'cs_t111');
-q1(q{
-CREATE TABLE public.dt (id int PRIMARY KEY, embedding real[], d date);
-INSERT INTO public.dt SELECT g, ARRAY[g, 1]::real[], date '2024-03-01' + g FROM generate_series(1, 40) g;
-SELECT chroma_mirror('public.dt', collection => 'cs_t111', filter => $$d >= '03/04/2024'$$);
--- as 0.4 stored it: the text as written
-UPDATE chroma_sync.mirror SET filter = $$d >= '03/04/2024'$$;
-});
+mirror_04_date_filter($node, 'cs_t111');
 is($node->safe_psql('postgres', q{SELECT chroma_flush('public.dt', interval '60 seconds')}, timeout => 90), 't',
 	'the 0.4 mirror flushes');
 is(q1(q{SELECT chroma_count('cs_t111')}), '38', 'the 0.4 worker reads 03/04/2024 as March 4 (MDY): 38 rows');

@@ -19,7 +19,7 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(sleep time);
 
-our @EXPORT = qw(new_node make_table fresh_collection mirror assert_equal
+our @EXPORT = qw(new_node mirror_04_date_filter make_table fresh_collection mirror assert_equal
   wait_for poll_query status_row worker_pid wait_for_new_worker
   log_offset assert_no_crash diagnostics chroma_stop chroma_start chroma_kill_restart
   crash_restart_cluster set_conf insert_rows finish);
@@ -46,6 +46,24 @@ shared_buffers = '64MB'
 	$node->start;
 	$node->safe_psql('postgres', 'CREATE EXTENSION chroma_sync') if $opt{extension} // 1;
 	return $node;
+}
+
+# The extension at 0.4 in "postgres" and a mirror of public.dt (40 dates from 2024-03-02)
+# into COLLECTION whose filter 0.4 stored as raw text, d >= '03/04/2024': which date it
+# means depends on the DateStyle it is read with (the update-binding tests).
+sub mirror_04_date_filter
+{
+	my ($node, $coll) = @_;
+	$node->safe_psql('postgres', q{CREATE EXTENSION chroma_sync VERSION '0.4'});
+	fresh_collection($node, $coll);
+	$node->safe_psql('postgres', qq{
+CREATE TABLE public.dt (id int PRIMARY KEY, embedding real[], d date);
+INSERT INTO public.dt SELECT g, ARRAY[g, 1]::real[], date '2024-03-01' + g FROM generate_series(1, 40) g;
+SELECT chroma_mirror('public.dt', collection => '$coll', filter => \$\$d >= '03/04/2024'\$\$);
+-- as 0.4 stored it: the text as written
+UPDATE chroma_sync.mirror SET filter = \$\$d >= '03/04/2024'\$\$;
+});
+	return;
 }
 
 # Changes a sighup setting with ALTER SYSTEM and waits until this session sees it.
