@@ -177,6 +177,22 @@ config_from_tuple(HeapTuple tup, TupleDesc td, const char *sysid)
 			strcmp(m->system_identifier, sysid) == 0 &&
 			(isnull_oid || DatumGetObjectId(recorded) == m->relid);
 	}
+	{
+		/* by name too: the types (OIDs) of the keys, embedding, document and metadata */
+		Datum		types = SPI_getbinval(tup, td, SPI_fnumber(td, "column_types"), &isnull);
+
+		if (!isnull)
+		{
+			Datum	   *elems;
+			bool	   *nulls;
+
+			deconstruct_array(DatumGetArrayTypeP(types), OIDOID, sizeof(Oid), true, TYPALIGN_INT,
+							  &elems, &nulls, &m->ncolumn_types);
+			m->column_types = palloc0_array(Oid, Max(m->ncolumn_types, 1));
+			for (int i = 0; i < m->ncolumn_types; i++)
+				m->column_types[i] = nulls[i] ? InvalidOid : DatumGetObjectId(elems[i]);
+		}
+	}
 	recorded_columns(m, tup, td);
 	if (get_rel_name(m->relid) != NULL)
 		mirror_columns_resolve(m);
@@ -201,7 +217,7 @@ load_where(const char *where, int nargs, Oid *types, Datum *values)
 	List	   *result = NIL;
 	MemoryContext caller = CurrentMemoryContext;
 	char	   *sysid = mirror_system_identifier();
-	char	   *sql = psprintf("SELECT " MIRROR_COLUMNS "%s, backfill_started_at FROM chroma_sync.mirror m %s ORDER BY mirror_id",
+	char	   *sql = psprintf("SELECT " MIRROR_COLUMNS "%s, backfill_started_at, column_types FROM chroma_sync.mirror m %s ORDER BY mirror_id",
 						   mirror_columns_by_name_exist() ? MIRROR_COLUMNS_BY_NAME : MIRROR_COLUMNS_NONE,
 						   where);
 

@@ -88,6 +88,9 @@ typedef struct MirrorConfig
 	int			column_problem_code;	/* its SQLSTATE */
 	MirrorColumnFix column_problem_fix;
 	bool		columns_renamed;	/* only renames that change nothing sent */
+	int			ncolumn_types;
+	Oid		   *column_types;	/* types of the keys, embedding, document, metadata when
+								 * recorded (InvalidOid: no document column), or NULL */
 } MirrorConfig;
 
 /*
