@@ -8,7 +8,7 @@
 # cached in /var/cache/chroma_sync/pgroots): on each, the extension built with WERROR=1,
 # pg_regress, and TAP tests run inside the root (18: pg_regress on both Chroma servers and
 # every TAP file; 17 and 19: pg_regress on the first server and the mirror TAP set; see
-# pg_tap_set in test/lib/pg_roots.sh). 18 and 19 run in a second harness alongside the
+# pg_tap_set in test/lib/pg_roots.sh). 18 then 19, and 17, run in harnesses of their own alongside the
 # rest (PG_CONCURRENT_MAJORS= turns that off). Stops every server it started, also on failure.
 # The last line of output is "N passed, M failed" (before it, "parts:" gives the time of
 # each part); the exit status is non-zero when anything failed or broke.
@@ -623,31 +623,36 @@ PART_TIMES=()
 # part_time NAME SECONDS: one entry of the closing note on the time of each part.
 part_time() { PART_TIMES+=("$1 $(printf '%d:%02d' $(($2 / 60)) $(($2 % 60)))"); }
 
-MAJORS_CHILD=
-MAJORS_OUT=
-# Waits for the second harness, shows its output and adds its counts, broken items and parts.
-collect_majors_child() {
-	local rc line p f
-	wait "$MAJORS_CHILD"
-	rc=$?
-	MAJORS_CHILD=
-	echo "---- PostgreSQL $(basename "$MAJORS_OUT" .out) (second harness, started at [$MAJORS_T], its own clock):"
-	grep -vE '^[0-9]+ passed, [0-9]+ failed$' "$MAJORS_OUT" | sed 's/^/  /'
-	line=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$MAJORS_OUT" | tail -n 1)
-	if [ -z "$line" ]; then
-		broken "majors $(basename "$MAJORS_OUT" .out): the second harness ended (exit $rc) without a count"
-		return
-	fi
-	p=${line%% passed*}
-	f=${line#*passed, }
-	f=${f%% failed*}
-	PASSED=$((PASSED + p))
-	FAILED=$((FAILED + f))
-	while IFS= read -r line; do BROKEN+=("${line#broken: }"); done < <(grep -E '^broken: ' "$MAJORS_OUT")
-	line=$(grep -E '^parts: ' "$MAJORS_OUT" | tail -n 1)
-	line=${line#parts: }
-	[ -z "$line" ] || IFS=, read -ra p <<<"${line//, /,}"
-	[ -z "$line" ] || PART_TIMES+=("${p[@]}")
+MAJORS_CHILDREN=()
+MAJORS_OUTS=()
+MAJORS_TS=()
+# Waits for each further harness, shows its output and adds its counts, broken items and parts.
+collect_majors_children() {
+	local rc line p f i out
+	for i in "${!MAJORS_CHILDREN[@]}"; do
+		out=${MAJORS_OUTS[$i]}
+		wait "${MAJORS_CHILDREN[$i]}"
+		rc=$?
+		MAJORS_CHILDREN[$i]=
+		echo "---- PostgreSQL $(basename "$out" .out) (a harness of its own, started at [${MAJORS_TS[$i]}], its own clock):"
+		grep -vE '^[0-9]+ passed, [0-9]+ failed$' "$out" | sed 's/^/  /'
+		line=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$out" | tail -n 1)
+		if [ -z "$line" ]; then
+			broken "majors $(basename "$out" .out): its harness ended (exit $rc) without a count"
+			continue
+		fi
+		p=${line%% passed*}
+		f=${line#*passed, }
+		f=${f%% failed*}
+		PASSED=$((PASSED + p))
+		FAILED=$((FAILED + f))
+		while IFS= read -r line; do BROKEN+=("${line#broken: }"); done < <(grep -E '^broken: ' "$out")
+		line=$(grep -E '^parts: ' "$out" | tail -n 1)
+		line=${line#parts: }
+		[ -z "$line" ] || IFS=, read -ra p <<<"${line//, /,}"
+		[ -z "$line" ] || PART_TIMES+=("${p[@]}")
+	done
+	MAJORS_CHILDREN=()
 }
 
 FINISHED=0
@@ -665,12 +670,13 @@ on_exit() {
 		pkill -TERM -P "$p" 2>/dev/null
 		kill -TERM "$p" 2>/dev/null
 	done
-	if [ -n "$MAJORS_CHILD" ]; then
-		kill -TERM "$MAJORS_CHILD" 2>/dev/null
-		wait "$MAJORS_CHILD" 2>/dev/null
-		[ -s "$MAJORS_OUT" ] && show_tail "$MAJORS_OUT" 30
-		broken "majors $(basename "$MAJORS_OUT" .out): the second harness was stopped"
-	fi
+	for i in "${!MAJORS_CHILDREN[@]}"; do
+		[ -n "${MAJORS_CHILDREN[$i]}" ] || continue
+		kill -TERM "${MAJORS_CHILDREN[$i]}" 2>/dev/null
+		wait "${MAJORS_CHILDREN[$i]}" 2>/dev/null
+		[ -s "${MAJORS_OUTS[$i]}" ] && show_tail "${MAJORS_OUTS[$i]}" 30
+		broken "majors $(basename "${MAJORS_OUTS[$i]}" .out): its harness was stopped"
+	done
 	cleanup
 	sanitizer_summary
 	if [ $FINISHED = 0 ]; then
@@ -723,26 +729,41 @@ elif wants regress || wants tap || wants bench; then
 	fi
 fi
 
-# The majors of the sid root (PG_CONCURRENT_MAJORS, default 18 and 19) run in a second
-# harness alongside the rest (the host's suites, then 17), whose output is shown at the end
-# and whose counts are added: TAP tests mostly wait, so two at a time fit two CPUs.
-# PG_CONCURRENT_MAJORS= (empty) runs everything one after the other.
-if wants majors && [ -n "${PG_CONCURRENT_MAJORS-18 19}" ]; then
-	conc=() rest=()
-	for m in $PG_MAJORS; do
-		if [[ " ${PG_CONCURRENT_MAJORS-18 19} " == *" $m "* ]]; then conc+=("$m"); else rest+=("$m"); fi
+# Other majors run in harnesses of their own alongside the rest (the host's suites), whose
+# output is shown at the end and whose counts are added: TAP tests mostly wait, so several
+# at a time fit two CPUs. PG_CONCURRENT_MAJORS lists the groups, space-separated, each a
+# comma-separated list run one after the other in one harness (default "18,19 17": 18 then
+# 19 in one, 17 in another); PG_CONCURRENT_MAJORS= (empty) runs everything here, in order.
+if wants majors && [ -n "${PG_CONCURRENT_MAJORS-18,19 17}" ]; then
+	rest=" $PG_MAJORS "
+	groups=()
+	for g in ${PG_CONCURRENT_MAJORS-18,19 17}; do
+		sel=()
+		for m in ${g//,/ }; do
+			if [[ $rest == *" $m "* ]]; then
+				sel+=("$m")
+				rest=${rest/ $m / }
+			fi
+		done
+		[ ${#sel[@]} -gt 0 ] && groups+=("$(IFS=,; echo "${sel[*]}")")
 	done
-	if [ ${#conc[@]} -gt 0 ] && { [ ${#rest[@]} -gt 0 ] || [ "$SUITES" != majors ]; }; then
-		list=$(IFS=,; echo "${conc[*]}")
-		MAJORS_OUT=$LOG_DIR/majors-${list//,/-}.out
-		MAJORS_T=$(elapsed)
-		parts=${MAJOR_PARTS# }
-		echo "[$MAJORS_T] PostgreSQL ${list//,/, } in a second harness alongside (its output at the end)"
-		(cd / && exec env PG_CONCURRENT_MAJORS= bash "$ROOT/test/run_all.sh" --pg "$list" \
-			--only "${parts// /,}" --server "$SERVERS" 8>&- 9>&-) >"$MAJORS_OUT" 2>&1 </dev/null &
-		MAJORS_CHILD=$!
-		PG_MAJORS=${rest[*]}
+	rest=$(echo $rest)
+	# with nothing else to do here, the first group stays in this harness
+	if [ -z "$rest" ] && [ "$SUITES" = majors ] && [ ${#groups[@]} -gt 0 ]; then
+		rest=${groups[0]//,/ }
+		groups=("${groups[@]:1}")
 	fi
+	parts=${MAJOR_PARTS# }
+	for list in "${groups[@]}"; do
+		out=$LOG_DIR/majors-${list//,/-}.out
+		MAJORS_OUTS+=("$out")
+		MAJORS_TS+=("$(elapsed)")
+		echo "[$(elapsed)] PostgreSQL ${list//,/, } in a harness of its own alongside (its output at the end)"
+		(cd / && exec env PG_CONCURRENT_MAJORS= bash "$ROOT/test/run_all.sh" --pg "$list" \
+			--only "${parts// /,}" --server "$SERVERS" 8>&- 9>&-) >"$out" 2>&1 </dev/null &
+		MAJORS_CHILDREN+=($!)
+	done
+	PG_MAJORS=$rest
 fi
 
 t=$SECONDS
@@ -758,8 +779,8 @@ if [ $built = 1 ]; then
 fi
 [ "$SUITES" = majors ] || part_time pg15 $((SECONDS - t))
 wants majors && [ -n "$PG_MAJORS" ] && run_majors
-[ -n "$MAJORS_CHILD" ] && collect_majors_child
-# After the second harness: the package suite builds in the same sid root.
+[ ${#MAJORS_CHILDREN[@]} -gt 0 ] && collect_majors_children
+# After the other harnesses: the package suite builds in the same sid root.
 if wants package; then
 	t=$SECONDS
 	run_package
