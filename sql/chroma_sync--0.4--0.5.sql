@@ -271,29 +271,12 @@ GRANT EXECUTE ON FUNCTION chroma_sync_filter.match(integer, record) TO PUBLIC;
 -- The filter's text is deparsed with fixed settings (DateStyle ISO, YMD...), so that it
 -- reads back the same in any database. (The column, filter_refs, is added above.)
 
--- Filters stored by 0.4 as text are bound now, in each mirror's own database (as the
--- worker would the first time it loads the mirror), so that a rename that follows is
--- followed by the stored text even while the mirror is paused (TAP 099). One that does
--- not bind (a function outside pg_catalog named without its schema) is reported and left
--- as text: the worker pauses that mirror with the reason.
-CREATE FUNCTION chroma_sync.bind_filter(mirror_id integer) RETURNS boolean
-	AS 'MODULE_PATHNAME', 'chroma_sync_bind_filter' LANGUAGE C STRICT;
-DO $$
-DECLARE
-	m record;
-BEGIN
-	FOR m IN SELECT mirror_id, source FROM chroma_sync.mirror
-			WHERE filter IS NOT NULL AND filter_node IS NULL LOOP
-		BEGIN
-			PERFORM chroma_sync.bind_filter(m.mirror_id);
-		EXCEPTION WHEN OTHERS THEN
-			RAISE WARNING 'could not bind the filter of the mirror of %: %', m.source, SQLERRM
-				USING HINT = 'The worker pauses this mirror with the reason; unmirror the table and mirror it again with a filter that binds.';
-		END;
-	END LOOP;
-END
-$$;
-DROP FUNCTION chroma_sync.bind_filter(integer);
+-- Filters stored by 0.4 as text are not bound here: the sync worker of each mirror's
+-- database binds one the first time it loads the mirror (paused or not), with the
+-- settings the worker of 0.4 read the text with (its role's and database's, the server's
+-- command line, the configuration file as last loaded), which this session cannot know.
+-- Until then the filter is refused elsewhere (chroma_sync_filter.match, chroma_adopt),
+-- and text that binds other columns than those recorded above pauses the mirror.
 
 -- ===== The status view: operators and functions resolved in pg_catalog only (issue 20) =====
 -- While a script runs, search_path is the extension's schema and then pg_catalog: where

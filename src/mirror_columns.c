@@ -21,6 +21,7 @@
 #include "nodes/bitmapset.h"
 #include "nodes/readfuncs.h"
 #include "optimizer/optimizer.h"
+#include "parser/parse_type.h"
 #include "parser/parser.h"
 #include "tcop/tcopprot.h"
 #include "utils/array.h"
@@ -30,6 +31,7 @@
 #include "utils/syscache.h"
 
 #include "mirror_columns.h"
+#include "pg_compat.h"
 
 static const char *
 role_name(MirrorColumnRole role)
@@ -526,6 +528,7 @@ mirror_columns_follow_type_renames(MirrorConfig *m, bool rowtypes_only)
 		int32		was_typmod = -1;
 		Oid			now;
 		int32		now_typmod;
+		Oid			was_named;
 		char	   *type;
 
 		if (!filter)
@@ -548,8 +551,16 @@ mirror_columns_follow_type_renames(MirrorConfig *m, bool rowtypes_only)
 			if (!filter_var_type(m, c->attnum, &was, &was_typmod) || was_typmod != now_typmod)
 				continue;
 		}
-		else if (typed)
+		else if (typed && chroma_parse_type_string(c->type, &was_named, &was_typmod) && was_named == now)
+		{
+			/*
+			 * The recorded name still names the column's type: ALTER TYPE ... ALTER
+			 * ATTRIBUTE ... CASCADE changed its typmod, no rename (each command is seen
+			 * by itself: a rename and a typmod change never come in one). The mirror
+			 * pauses (mirror_columns_resolve).
+			 */
 			continue;
+		}
 		if (was != now)
 			continue;			/* another type: the mirror pauses (mirror_columns_resolve) */
 		c->type = type;

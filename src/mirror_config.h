@@ -78,6 +78,7 @@ typedef struct MirrorConfig
 	char	   *filter_node_derived;	/* the tree bound again from the text (mirror_filter_bound) */
 	char	   *filter_sql;		/* the filter in generated SQL (mirror_filter_sql) */
 	bool		filter_invalid; /* the stored filter failed that check */
+	bool		paused_bind_tried;	/* paused, its 0.4 filter's binding tried (sync.c) */
 	bool		home;			/* in the database, cluster and table it was recorded for (a
 								 * stored tree's OIDs mean something here) */
 	int			ncolumns;
@@ -250,6 +251,12 @@ extern Node *mirror_filter_bound(MirrorConfig *m);
  * here), to keep the text (display, pg_dump, chroma_adopt) in step with renames.
  */
 extern char *mirror_filter_text_now(MirrorConfig *m);
+
+/*
+ * Set by the sync worker: a filter stored by 0.4 as text is bound by it alone, with the
+ * settings 0.4's worker read the text with; elsewhere it is refused until then.
+ */
+extern bool mirror_filter_in_worker;
 
 /* Whether filters are bound (the catalog is 0.5's: filter_node, chroma_sync_filter.match). */
 extern bool mirror_filter_binds(void);

@@ -59,6 +59,7 @@
 #include "utils/syscache.h"
 #include "utils/typcache.h"
 
+#include "mirror_columns.h"
 #include "mirror_config.h"
 #include "pg_compat.h"
 #include "trigger.h"
@@ -525,6 +526,45 @@ ref_in(const char *ref, char **refs, int n)
 	return false;
 }
 
+bool		mirror_filter_in_worker = false;
+
+/*
+ * A filter stored by 0.4 as text is bound by its sync worker only, in its own database:
+ * the worker reads it with the settings 0.4's worker read it with (its role's and
+ * database's, the server's command line, the configuration as last loaded), which no
+ * other session can know (TAP 111, 118, 128, 129, 134, 137). Its columns are those
+ * recorded by the update (by attnum): text that now binds other columns (names swapped
+ * by renames since) is refused, not bound to them (TAP 099).
+ */
+static void
+check_04_text(MirrorConfig *m, const char *node)
+{
+	Bitmapset  *bound;
+	Bitmapset  *recorded = NULL;
+
+	if (!m->home || !mirror_filter_in_worker)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("the filter of mirror %d, stored by chroma_sync 0.4, is not bound yet", m->mirror_id),
+				 errdetail("After ALTER EXTENSION chroma_sync UPDATE, the sync worker of the mirror's database binds the filter \"%s\" the first time it loads the mirror, with the settings the worker of 0.4 read it with.",
+						   m->filter),
+				 m->home ? errhint("Wait for the worker (chroma_sync.worker_databases must include this database), or unmirror the table and mirror it again.")
+				 : errhint("Unmirror the table and mirror it again: the original database did not bind the filter before it was dumped.")));
+	if (m->columns == NULL)
+		return;					/* not recorded by the update: the text alone, as 0.4 did */
+	for (int i = 0; i < m->ncolumns; i++)
+		if (m->columns[i].role == MIRROR_COLUMN_FILTER)
+			recorded = bms_add_member(recorded, m->columns[i].attnum);
+	bound = mirror_filter_attnums(m->relid, NULL, node);
+	if (!bms_equal(bound, recorded))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("the filter of mirror %d, stored by chroma_sync 0.4, now reads other columns than it did", m->mirror_id),
+				 errdetail("Its text \"%s\" names columns of table %s that were renamed since ALTER EXTENSION chroma_sync UPDATE recorded them.",
+						   m->filter, get_rel_name(m->relid)),
+				 errhint("Undo the renames, or unmirror the table and mirror it again.")));
+}
+
 char *
 mirror_filter_derive(MirrorConfig *m)
 {
@@ -535,7 +575,12 @@ mirror_filter_derive(MirrorConfig *m)
 	/* text recorded with its references was written with the fixed settings: read it so */
 	(void) canonical(m->relid, m->filter, NULL, m->filter_refs != NULL, &node);
 	if (m->filter_refs == NULL)
-		return node;			/* bound before references were recorded: the text alone */
+	{
+		/* stored by 0.4 (or bound before references were recorded): the text alone */
+		if (m->filter_node == NULL)
+			check_04_text(m, node);
+		return node;
+	}
 	now = mirror_filter_refs(node, &n);
 	for (int i = 0; i < n; i++)
 		if (!ref_in(now[i], m->filter_refs, m->nfilter_refs))

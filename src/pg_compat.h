@@ -11,6 +11,9 @@
 #include "catalog/pg_class.h"
 #include "catalog/pg_database.h"
 #include "common/jsonapi.h"
+#if PG_VERSION_NUM >= 160000
+#include "nodes/miscnodes.h"
+#endif
 
 /* 16 folded the per-catalog owner checks into object_ownercheck (callers include utils/acl.h). */
 #if PG_VERSION_NUM >= 160000
@@ -49,6 +52,19 @@
 	(get_attgenerated((relid), (attnum)) == ATTRIBUTE_GENERATED_VIRTUAL)
 #else
 #define chroma_column_is_virtual(relid, attnum) ((void) (relid), (void) (attnum), false)
+#endif
+
+/*
+ * Whether a type name (as format_type writes it) names a type now, in *type (callers
+ * include parser/parse_type.h). 16 replaced parseTypeString's missing_ok with a
+ * soft-error context.
+ */
+#if PG_VERSION_NUM >= 160000
+#define chroma_parse_type_string(name, type, typmod) \
+	parseTypeString((name), (type), (typmod), (Node *) &(ErrorSaveContext) {T_ErrorSaveContext})
+#else
+#define chroma_parse_type_string(name, type, typmod) \
+	(parseTypeString((name), (type), (typmod), true), OidIsValid(*(type)))
 #endif
 
 /*

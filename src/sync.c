@@ -1120,7 +1120,25 @@ sync_mirror_step(MirrorConfig *m, MirrorState *st, TimestampTz *wake_at)
 	bool		more = false;
 
 	if (m->paused)
+	{
+		/*
+		 * A filter stored by 0.4 is bound while paused too, once: renames that follow
+		 * are then followed by its text (TAP 099). A failure leaves it paused, with the
+		 * reason.
+		 */
+		if (m->filter != NULL && m->filter_node == NULL && m->home && m->column_problem == NULL &&
+			!m->paused_bind_tried)
+		{
+			set_busy(m->mirror_id);
+			if (!stop_requested(m) && table_free(m, st, wake_at))
+			{
+				m->paused_bind_tried = true;	/* once per loaded configuration */
+				(void) check_filter(m, st, wake_at);
+			}
+			set_busy(0);
+		}
 		return false;
+	}
 	if (st->next_attempt != 0 && GetCurrentTimestamp() < st->next_attempt)
 	{
 		if (*wake_at == 0 || st->next_attempt < *wake_at)

@@ -704,6 +704,7 @@ chroma_worker_main(Datum arg)
 	BackgroundWorkerUnblockSignals();
 	BackgroundWorkerInitializeConnectionByOid(dboid, InvalidOid, 0);
 	pgstat_report_appname("chroma_sync worker");
+	mirror_filter_in_worker = true;
 	mirror_fix_render_settings();
 	/* the worker's own statements pin search_path (the owners' SELECTs too: mirror_config.h) */
 	(void) set_config_option("search_path", "pg_catalog, pg_temp", PGC_SUSET, PGC_S_SESSION,

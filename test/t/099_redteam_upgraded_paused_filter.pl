@@ -50,6 +50,8 @@ note("ALTER EXTENSION UPDATE said: $err");
 unlike($err, qr/could not record the columns/, 'the update records the columns of the existing mirror');
 is(q1(q{SELECT column_names::text FROM chroma_sync.mirror}), '{id,embedding,body,pub}',
 	'0.5: the 0.4 mirror has its columns recorded by name (those it sends and the filter\'s)');
+ok(poll_query($node, q{SELECT filter_node IS NOT NULL FROM chroma_sync.mirror}, 't'),
+	'the worker binds the paused mirror\'s 0.4 filter after the update');
 q1(q{
 ALTER TABLE s RENAME pub TO tmp; ALTER TABLE s RENAME arch TO pub; ALTER TABLE s RENAME tmp TO arch;
 ALTER TABLE s RENAME body TO tmp; ALTER TABLE s RENAME note TO body; ALTER TABLE s RENAME tmp TO note;

@@ -43,6 +43,7 @@ my ($ret, $out, $err);
 	note("the updating session's DateStyle: $out");
 }
 is($ret, 0, 'ALTER EXTENSION chroma_sync UPDATE in a connection with PGOPTIONS -c DateStyle=SQL,DMY') or diag($err);
+ok(poll_query($node, q{SELECT filter_node IS NOT NULL FROM chroma_sync.mirror}, 't'), 'the worker binds the 0.4 filter after the update');
 note('stored after the update: ' . q1(q{SELECT filter FROM chroma_sync.mirror}));
 is(q1(q{SELECT filter FROM chroma_sync.mirror}), q{(d >= '2024-03-04'::date)},
 	'the bound filter is the one the 0.4 worker evaluated (March 4)');

@@ -48,6 +48,7 @@ is(q1(q{SELECT chroma_count('cs_t137')}), '6', "the 0.4 worker reads '2024-03-04
 
 my ($ret, $out, $err) = $node->psql('postgres', q{ALTER EXTENSION chroma_sync UPDATE});
 is($ret, 0, 'ALTER EXTENSION chroma_sync UPDATE') or diag($err);
+ok(poll_query($node, q{SELECT filter_node IS NOT NULL FROM chroma_sync.mirror}, 't'), 'the worker binds the 0.4 filter after the update');
 note('stored after the update: ' . q1(q{SELECT filter FROM chroma_sync.mirror}));
 is(q1(q{SELECT filter FROM chroma_sync.mirror}), q{(ts >= '2024-03-04 00:00:00+00'::timestamp with time zone)},
 	'the bound filter is the one the 0.4 worker evaluated (midnight UTC)');

@@ -46,6 +46,7 @@ is(q1(q{SELECT chroma_count('cs_t129')}), '38', 'a worker started since still re
 
 my ($ret, $out, $err) = $node->psql('postgres', q{ALTER EXTENSION chroma_sync UPDATE});
 is($ret, 0, 'ALTER EXTENSION chroma_sync UPDATE') or diag($err);
+ok(poll_query($node, q{SELECT filter_node IS NOT NULL FROM chroma_sync.mirror}, 't'), 'the worker binds the 0.4 filter after the update');
 note('stored after the update: ' . q1(q{SELECT filter FROM chroma_sync.mirror}));
 is(q1(q{SELECT filter FROM chroma_sync.mirror}), q{(d >= '2024-03-04'::date)},
 	'the bound filter is the one the 0.4 worker evaluated (March 4)');

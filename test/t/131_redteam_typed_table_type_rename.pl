@@ -38,4 +38,26 @@ $node->psql('postgres', q{SELECT chroma_flush('public.tt', interval '30 seconds'
 my $state = q1(q{SELECT state || ' ' || coalesce(last_error, '') FROM chroma_sync.status});
 note("status: $state");
 is($state, 'syncing ', "renaming the domain of a typed table's mirrored column changes nothing: the mirror keeps syncing");
+q1(q{ALTER SCHEMA app RENAME TO app2});
+q1(q{UPDATE public.tt SET embedding = ARRAY[id, 3]::real[]});
+is($node->safe_psql('postgres', q{SELECT chroma_flush('public.tt', interval '60 seconds')}, timeout => 90), 't',
+	'renaming the schema of that type changes nothing either: the mirror flushes');
+like(q1(q{SELECT column_type_names::text FROM chroma_sync.mirror WHERE source = 'public.tt'::regclass}), qr/app2\.tag/,
+	'the recorded type name follows');
+
+# the same command with a typmod: ALTER TYPE ... ALTER ATTRIBUTE ... CASCADE is no rename
+fresh_collection($node, 'cs_t131k');
+q1(q{
+CREATE TYPE app2.k AS (code char(4), embedding real[]);
+CREATE TABLE public.tk OF app2.k (PRIMARY KEY (code));
+INSERT INTO public.tk VALUES ('ab', '{1,0}');
+SELECT chroma_mirror('public.tk', collection => 'cs_t131k');
+});
+is($node->safe_psql('postgres', q{SELECT chroma_flush('public.tk', interval '60 seconds')}, timeout => 90), 't',
+	'the char(4) key mirror flushes');
+q1(q{ALTER TYPE app2.k ALTER ATTRIBUTE code TYPE char(6) CASCADE});
+ok(poll_query($node, q{SELECT state FROM chroma_sync.status WHERE source = 'public.tk'::regclass}, 'paused', 30),
+	'a typed table\'s key typmod changed by ALTER TYPE ... CASCADE pauses its mirror (ids would change)');
+like(q1(q{SELECT last_error FROM chroma_sync.status WHERE source = 'public.tk'::regclass}), qr/character\(4\).*character\(6\)/,
+	'... saying the type changed');
 finish($node, $log0);
