@@ -61,7 +61,7 @@
  */
 #if PG_VERSION_NUM >= 160000
 #define chroma_parse_type_string(name, type, typmod) \
-	parseTypeString((name), (type), (typmod), (Node *) &(ErrorSaveContext) {T_ErrorSaveContext})
+	parseTypeString((name), (type), (typmod), (Node *) &(ErrorSaveContext) {.type = T_ErrorSaveContext})
 #else
 #define chroma_parse_type_string(name, type, typmod) \
 	(parseTypeString((name), (type), (typmod), true), OidIsValid(*(type)))
