@@ -55,16 +55,16 @@
 #endif
 
 /*
- * Whether a type name (as format_type writes it) names a type now, in *type (callers
+ * Whether a type name (as format_type writes it) names a type now, in *typid (callers
  * include parser/parse_type.h). 16 replaced parseTypeString's missing_ok with a
  * soft-error context.
  */
 #if PG_VERSION_NUM >= 160000
-#define chroma_parse_type_string(name, type, typmod) \
-	parseTypeString((name), (type), (typmod), (Node *) &(ErrorSaveContext) {.type = T_ErrorSaveContext})
+#define chroma_parse_type_string(name, typid, typmod) \
+	parseTypeString((name), (typid), (typmod), (Node *) &(ErrorSaveContext) {.type = T_ErrorSaveContext})
 #else
-#define chroma_parse_type_string(name, type, typmod) \
-	(parseTypeString((name), (type), (typmod), true), OidIsValid(*(type)))
+#define chroma_parse_type_string(name, typid, typmod) \
+	(parseTypeString((name), (typid), (typmod), true), OidIsValid(*(typid)))
 #endif
 
 /*
