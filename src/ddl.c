@@ -8,7 +8,9 @@
  */
 #include "postgres.h"
 
+#include "access/htup_details.h"
 #include "catalog/pg_authid.h"
+#include "catalog/pg_class.h"
 #include "catalog/pg_inherits.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
@@ -18,6 +20,7 @@
 #include "utils/guc.h"
 #include "utils/memutils.h"
 #include "utils/lsyscache.h"
+#include "utils/syscache.h"
 
 #include "mirror_columns.h"
 #include "shared.h"
@@ -63,6 +66,20 @@ chroma_sync_columns_changed(PG_FUNCTION_ARGS)
 	PG_RETURN_VOID();
 }
 
+static bool
+table_is_typed(Oid relid)
+{
+	HeapTuple	tup = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
+	bool		typed = false;
+
+	if (HeapTupleIsValid(tup))
+	{
+		typed = OidIsValid(((Form_pg_class) GETSTRUCT(tup))->reloftype);
+		ReleaseSysCache(tup);
+	}
+	return typed;
+}
+
 /*
  * After ALTER FUNCTION, ALTER TYPE, ALTER SCHEMA... (the DDL event trigger, in the same
  * transaction): every bound filter of this database whose text names something renamed
@@ -93,6 +110,15 @@ chroma_sync_filters_renamed(PG_FUNCTION_ARGS)
 		{
 			types_renamed = true;
 			mirror_columns_resolve(m);
+		}
+		/*
+		 * A typed table's columns are renamed by ALTER TYPE ... RENAME ATTRIBUTE ...
+		 * CASCADE: followed (or the mirror paused) here, as after ALTER TABLE (TAP 144)
+		 */
+		if (all_types && table_is_typed(m->relid))
+		{
+			(void) mirror_columns_apply(m);
+			types_renamed = true;
 		}
 		/* paused for another column's change too: its filter is still written (TAP 124) */
 		if (m->filter_node != NULL && mirror_columns_filter_intact(m))

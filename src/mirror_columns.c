@@ -19,6 +19,7 @@
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "nodes/bitmapset.h"
+#include "nodes/nodeFuncs.h"
 #include "nodes/readfuncs.h"
 #include "optimizer/optimizer.h"
 #include "parser/parse_type.h"
@@ -203,7 +204,7 @@ mirror_columns_resolve(MirrorConfig *m)
 		 */
 		if (type != NULL && m->home && !filter && m->column_types != NULL && k < m->ncolumn_types &&
 			OidIsValid(m->column_types[k]) && get_atttype(m->relid, att) != m->column_types[k])
-			type = psprintf("%s (another type of that name)", type);
+			type = psprintf(strcmp(type, c->type) == 0 ? "%s (another type of that name)" : "%s (another type)", type);
 		if (type == NULL || strcmp(type, c->type) != 0)
 		{
 			set_problem(m, c, ERRCODE_DATATYPE_MISMATCH, filter ? MIRROR_FIX_UNDO : MIRROR_FIX_RESYNC,
@@ -268,6 +269,45 @@ mirror_columns_require(MirrorConfig *m, const char *action)
 			 : errhint("Unmirror and mirror the table again.")));
 }
 
+typedef struct TextColumns
+{
+	Oid			relid;
+	const char *nsp;
+	const char *rel;
+	Bitmapset  *atts;
+} TextColumns;
+
+/* The column a raw ColumnRef names: nsp.rel.col, rel.col or col (then maybe fields). */
+static bool
+text_columns_walker(Node *node, TextColumns *t)
+{
+	if (node == NULL)
+		return false;
+	if (IsA(node, ColumnRef))
+	{
+		List	   *f = ((ColumnRef *) node)->fields;
+		int			k = 0;
+		Node	   *col;
+
+		if (list_length(f) >= 3 && IsA(linitial(f), String) && IsA(lsecond(f), String) &&
+			strcmp(strVal(linitial(f)), t->nsp) == 0 && strcmp(strVal(lsecond(f)), t->rel) == 0)
+			k = 2;
+		else if (list_length(f) >= 2 && IsA(linitial(f), String) &&
+				 strcmp(strVal(linitial(f)), t->rel) == 0)
+			k = 1;				/* the table's name first, as the parser takes it */
+		col = list_nth(f, k);
+		if (IsA(col, String))
+		{
+			AttrNumber	a = get_attnum(t->relid, strVal(col));
+
+			if (a > 0)
+				t->atts = bms_add_member(t->atts, a);
+		}
+		return false;
+	}
+	return raw_expression_tree_walker(node, text_columns_walker, (void *) t);
+}
+
 Bitmapset *
 mirror_filter_attnums(Oid relid, const char *filter, const char *filter_node)
 {
@@ -275,26 +315,27 @@ mirror_filter_attnums(Oid relid, const char *filter, const char *filter_node)
 	Bitmapset  *r = NULL;
 	int			x = -1;
 
-	if (filter_node != NULL)
+	if (filter_node == NULL)
 	{
-		/* the bound tree (0.5): its columns by attnum, whatever they are called now */
-		pull_varattnos(stringToNode(filter_node), 1, &vars);
-	}
-	else
-	{
-		/* a filter stored by 0.4 as text */
+		/*
+		 * A filter stored by 0.4 as text: the columns its names name, from the raw parse
+		 * tree, which no setting of this session changes (its constants are not read: a
+		 * date that this session's DateStyle refuses, TAP 143). The worker that binds the
+		 * text later compares what it binds with these.
+		 */
+		TextColumns t = {relid, get_namespace_name(get_rel_namespace(relid)), get_rel_name(relid), NULL};
 		char	   *sql = psprintf("SELECT 1 FROM ONLY %s WHERE (%s)",
-								   quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
-															  get_rel_name(relid)), filter);
+								   quote_qualified_identifier(t.nsp, t.rel), filter);
 		List	   *raw = raw_parser(sql, RAW_PARSE_DEFAULT);
-		Query	   *q;
+		RawStmt    *stmt;
 
-		if (list_length(raw) != 1)
+		if (list_length(raw) != 1 || !IsA((stmt = linitial_node(RawStmt, raw))->stmt, SelectStmt))
 			elog(ERROR, "could not parse the filter of a mirror");
-		q = linitial_node(Query, pg_analyze_and_rewrite_fixedparams(linitial(raw), sql, NULL, 0, NULL));
-		if (q->jointree && q->jointree->quals)
-			pull_varattnos(q->jointree->quals, 1, &vars);
+		(void) text_columns_walker(((SelectStmt *) stmt->stmt)->whereClause, &t);
+		return t.atts;
 	}
+	/* the bound tree (0.5): its columns by attnum, whatever they are called now */
+	pull_varattnos(stringToNode(filter_node), 1, &vars);
 	while ((x = bms_next_member(vars, x)) >= 0)
 	{
 		AttrNumber	a = x + FirstLowInvalidHeapAttributeNumber;
@@ -376,8 +417,17 @@ set_column(MirrorColumn *c, MirrorColumnRole role, Oid relid, AttrNumber att)
 	c->attnum = att;
 	if (att == 0)
 		return;					/* no document column */
-	c->name = get_attname(relid, att, false);
+	c->name = current_name(relid, att);
 	c->type = column_type(relid, att);
+	/* dropped under 0.4 (the update records a mirror made before it: TAP 146) */
+	if (c->name == NULL || c->type == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_COLUMN),
+				 errmsg("column %d of table %s, %s, no longer exists",
+						att, get_rel_name(relid),
+						role == MIRROR_COLUMN_FILTER ? "named by the mirror's filter"
+						: psprintf("the mirror's %s column", role_name(role))),
+				 errhint("Unmirror the table and mirror it again.")));
 }
 
 void
@@ -469,6 +519,25 @@ filter_var_type(MirrorConfig *m, AttrNumber attnum, Oid *type, int32 *typmod)
 	return false;
 }
 
+/*
+ * The type a recorded type name names now (a shell type too: never an error, this runs
+ * in the event trigger of unrelated DDL, TAP 142); InvalidOid when none.
+ */
+static Oid
+named_type(const char *name)
+{
+	TypeName   *tn = chroma_type_string_to_name(name);
+	Type		tup = LookupTypeName(NULL, tn, NULL, true);
+	Oid			r = InvalidOid;
+
+	if (tup != NULL)
+	{
+		r = typeTypeId(tup);
+		ReleaseSysCache(tup);
+	}
+	return r;
+}
+
 bool
 mirror_columns_follow_type_renames(MirrorConfig *m, bool rowtypes_only)
 {
@@ -528,7 +597,6 @@ mirror_columns_follow_type_renames(MirrorConfig *m, bool rowtypes_only)
 		int32		was_typmod = -1;
 		Oid			now;
 		int32		now_typmod;
-		Oid			was_named;
 		char	   *type;
 
 		if (!filter)
@@ -551,7 +619,7 @@ mirror_columns_follow_type_renames(MirrorConfig *m, bool rowtypes_only)
 			if (!filter_var_type(m, c->attnum, &was, &was_typmod) || was_typmod != now_typmod)
 				continue;
 		}
-		else if (typed && chroma_parse_type_string(c->type, &was_named, &was_typmod) && was_named == now)
+		else if (typed && named_type(c->type) == now)
 		{
 			/*
 			 * The recorded name still names the column's type: ALTER TYPE ... ALTER

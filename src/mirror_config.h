@@ -78,7 +78,6 @@ typedef struct MirrorConfig
 	char	   *filter_node_derived;	/* the tree bound again from the text (mirror_filter_bound) */
 	char	   *filter_sql;		/* the filter in generated SQL (mirror_filter_sql) */
 	bool		filter_invalid; /* the stored filter failed that check */
-	bool		paused_bind_tried;	/* paused, its 0.4 filter's binding tried (sync.c) */
 	bool		home;			/* in the database, cluster and table it was recorded for (a
 								 * stored tree's OIDs mean something here) */
 	int			ncolumns;

@@ -541,6 +541,7 @@ check_04_text(MirrorConfig *m, const char *node)
 {
 	Bitmapset  *bound;
 	Bitmapset  *recorded = NULL;
+	MirrorConfig *now;
 
 	if (!m->home || !mirror_filter_in_worker)
 		ereport(ERROR,
@@ -550,11 +551,22 @@ check_04_text(MirrorConfig *m, const char *node)
 						   m->filter),
 				 m->home ? errhint("Wait for the worker (chroma_sync.worker_databases must include this database), or unmirror the table and mirror it again.")
 				 : errhint("Unmirror the table and mirror it again: the original database did not bind the filter before it was dumped.")));
-	if (m->columns == NULL)
-		return;					/* not recorded by the update: the text alone, as 0.4 did */
-	for (int i = 0; i < m->ncolumns; i++)
-		if (m->columns[i].role == MIRROR_COLUMN_FILTER)
-			recorded = bms_add_member(recorded, m->columns[i].attnum);
+	/*
+	 * The columns as the catalog records them now, not in the configuration the worker
+	 * loaded: the update (and renames in its transaction) may have committed since
+	 * (TAP 140). None recorded: the update could not record them (TAP 146).
+	 */
+	now = mirror_load(m->mirror_id);
+	if (now == NULL || now->columns == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("the filter of mirror %d, stored by chroma_sync 0.4, cannot be bound: the mirror's columns were not recorded",
+						m->mirror_id),
+				 errdetail("ALTER EXTENSION chroma_sync UPDATE records the columns a filter stored as text reads, by name; it could not for this mirror."),
+				 errhint("Unmirror the table and mirror it again.")));
+	for (int i = 0; i < now->ncolumns; i++)
+		if (now->columns[i].role == MIRROR_COLUMN_FILTER)
+			recorded = bms_add_member(recorded, now->columns[i].attnum);
 	bound = mirror_filter_attnums(m->relid, NULL, node);
 	if (!bms_equal(bound, recorded))
 		ereport(ERROR,

@@ -11,9 +11,6 @@
 #include "catalog/pg_class.h"
 #include "catalog/pg_database.h"
 #include "common/jsonapi.h"
-#if PG_VERSION_NUM >= 160000
-#include "nodes/miscnodes.h"
-#endif
 
 /* 16 folded the per-catalog owner checks into object_ownercheck (callers include utils/acl.h). */
 #if PG_VERSION_NUM >= 160000
@@ -54,17 +51,11 @@
 #define chroma_column_is_virtual(relid, attnum) ((void) (relid), (void) (attnum), false)
 #endif
 
-/*
- * Whether a type name (as format_type writes it) names a type now, in *typid (callers
- * include parser/parse_type.h). 16 replaced parseTypeString's missing_ok with a
- * soft-error context.
- */
+/* A type name's parse tree (callers include parser/parse_type.h; 16 added escontext). */
 #if PG_VERSION_NUM >= 160000
-#define chroma_parse_type_string(name, typid, typmod) \
-	parseTypeString((name), (typid), (typmod), (Node *) &(ErrorSaveContext) {.type = T_ErrorSaveContext})
+#define chroma_type_string_to_name(str) typeStringToTypeName((str), NULL)
 #else
-#define chroma_parse_type_string(name, typid, typmod) \
-	(parseTypeString((name), (typid), (typmod), true), OidIsValid(*(typid)))
+#define chroma_type_string_to_name(str) typeStringToTypeName(str)
 #endif
 
 /*

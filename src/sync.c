@@ -35,6 +35,7 @@
 #include "chroma_api.h"
 #include "chroma_sync.h"
 #include "metadata.h"
+#include "mirror_columns.h"
 #include "pgbuf.h"
 #include "response.h"
 #include "shared.h"
@@ -1114,6 +1115,22 @@ table_free(MirrorConfig *m, MirrorState *st, TimestampTz *wake_at)
 
 static bool mirror_step(MirrorConfig *m, MirrorState *st, TimestampTz *wake_at);
 
+/*
+ * Whether a paused mirror's 0.4 filter can be bound now: the extension is updated (0.5)
+ * and the columns the filter reads are as recorded (the mirror may be paused for another
+ * column's change: TAP 145).
+ */
+static bool
+paused_filter_bindable(MirrorConfig *m)
+{
+	bool		r;
+
+	sync_begin_txn();
+	r = mirror_filter_binds() && mirror_columns_filter_intact(m);
+	sync_end_txn();
+	return r;
+}
+
 bool
 sync_mirror_step(MirrorConfig *m, MirrorState *st, TimestampTz *wake_at)
 {
@@ -1122,17 +1139,17 @@ sync_mirror_step(MirrorConfig *m, MirrorState *st, TimestampTz *wake_at)
 	if (m->paused)
 	{
 		/*
-		 * A filter stored by 0.4 is bound while paused too, once: renames that follow
-		 * are then followed by its text (TAP 099). A failure leaves it paused, with the
-		 * reason.
+		 * A filter stored by 0.4 is bound while paused too, once per mirror configuration
+		 * (a failure is not tried again on every pass: TAP 141): renames that follow are
+		 * then followed by its text (TAP 099), and chroma_resync can run (TAP 145).
 		 */
-		if (m->filter != NULL && m->filter_node == NULL && m->home && m->column_problem == NULL &&
-			!m->paused_bind_tried)
+		if (m->filter != NULL && m->filter_node == NULL && m->home &&
+			st->paused_bind_generation != chroma_config_generation())
 		{
 			set_busy(m->mirror_id);
-			if (!stop_requested(m) && table_free(m, st, wake_at))
+			if (!stop_requested(m) && table_free(m, st, wake_at) && paused_filter_bindable(m))
 			{
-				m->paused_bind_tried = true;	/* once per loaded configuration */
+				st->paused_bind_generation = chroma_config_generation();
 				(void) check_filter(m, st, wake_at);
 			}
 			set_busy(0);

@@ -23,6 +23,7 @@ typedef struct MirrorState
 	TimestampTz resend_at;		/* when its earliest key is due; 0: none */
 	TimestampTz owner_checked_at;	/* last check of the collection's owner */
 	void	   *pipeline;		/* the step's batches in flight (sync.c) */
+	uint64		paused_bind_generation; /* configuration a paused mirror's 0.4 filter was bound in */
 } MirrorState;
 
 /* Test setting: stall between reading a batch and deleting its entries (ms). */

@@ -646,6 +646,9 @@ run_step(MirrorConfig *m, MirrorState *st, TimestampTz *wake_at, MemoryContext s
 			message = psprintf("the stored filter \"%s\" is refused (re-create the mirror): %s",
 							   m->filter, message);
 		}
+		/* already paused (its 0.4 filter bound while paused): the reason stays the one given */
+		if (m->paused)
+			pause = false;
 		ereport(LOG,
 				(errmsg("chroma_sync: mirror of \"%s\" %s: %s",
 						m->collection, pause ? "paused" : "failed", message)));

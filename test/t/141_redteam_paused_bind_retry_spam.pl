@@ -56,9 +56,12 @@ my $off = log_offset($node);
 my $gen0 = q1(q{SELECT last_error_at FROM chroma_sync.mirror});
 sleep 20;
 
-my @lines = grep { /mirror of "cs_t141" paused: the stored filter/ } split /\n/, slurp_file($node->logfile, $off);
+my @lines = grep { /mirror of "cs_t141" (?:paused|failed): the stored filter/ } split /\n/, slurp_file($node->logfile, $off);
 note(scalar(@lines) . " failure lines in 20 s; the first: " . ($lines[0] // '(none)'));
 is(q1(q{SELECT paused::text FROM chroma_sync.mirror}), 'true', 'the mirror stays paused');
+is(q1(q{SELECT paused_reason FROM chroma_sync.mirror}), 'paused by chroma_pause()',
+	'the reason stays the one chroma_pause gave (the failure is the last error)');
+like(q1(q{SELECT coalesce(last_error, '') FROM chroma_sync.mirror}), qr/the stored filter/, '... and the failure is its last error');
 cmp_ok(scalar(@lines), '>=', 1, 'the worker tried the bind and reported the failure');
 cmp_ok(scalar(@lines), '<=', 2,
 	'the failing bind of a paused mirror is tried once per configuration, not on every pass of the loop');
