@@ -33,7 +33,9 @@
 # Each connection is served by its own child process; SIGTERM stops everything.
 use strict;
 use warnings;
-use IO::Socket::INET;
+use FindBin;
+use lib $FindBin::RealBin;
+use LoopbackHttp;
 
 my ($mode, $port_file, $count_file) = @ARGV;
 my %modes = map { $_ => 1 } qw(hang sink garbage wrongjson redirect trickle truncated badutf8 nooffset endless huge samepage);
@@ -42,37 +44,7 @@ die "usage: $0 MODE PORT_FILE [COUNT_FILE]\n"
 die "$mode mode needs COUNT_FILE\n"
   if ($mode eq 'sink' || $mode eq 'redirect') && !defined $count_file;
 
-my $listener = IO::Socket::INET->new(
-	LocalAddr => '127.0.0.1',
-	LocalPort => 0,
-	Proto => 'tcp',
-	Listen => 64,
-	ReuseAddr => 1) or die "listen: $!\n";
-
-open(my $pf, '>', "$port_file.tmp") or die "$port_file.tmp: $!\n";
-print $pf $listener->sockport, "\n";
-close($pf);
-rename("$port_file.tmp", $port_file) or die "rename: $!\n";
-
-my @children;
-$SIG{TERM} = sub { kill 'KILL', @children; exit 0; };
-$SIG{CHLD} = 'IGNORE';
-
-while (1)
-{
-	my $conn = $listener->accept or next;
-	my $pid = fork();
-	die "fork: $!\n" unless defined $pid;
-	if ($pid == 0)
-	{
-		$SIG{TERM} = 'DEFAULT';
-		close($listener);
-		serve($conn);
-		exit 0;
-	}
-	push @children, $pid;
-	close($conn);
-}
+serve_forked(listen_loopback($port_file), sub { return 1; }, sub { serve($_[0]); });
 
 sub serve
 {
@@ -80,26 +52,18 @@ sub serve
 	my $buf = '';
 	while (1)
 	{
-		my ($method, $path, $body) = read_request($conn, \$buf) or return;
+		my ($method, $path, $body) = next_request($conn, \$buf) or return;
 		next if $mode eq 'hang';
 		return hostile($conn, $method, $path) unless $mode =~ /^(sink|huge|samepage)$/;
 		answer($conn, $method, $path, $body);
 	}
 }
 
-# Reads one request (headers and Content-Length body); nothing at end of stream.
-sub read_request
+# One request; each is appended to $FAKE_CHROMA_REQUEST_LOG when that is set.
+sub next_request
 {
 	my ($conn, $buf) = @_;
-	my $end;
-	until (($end = index($$buf, "\r\n\r\n")) >= 0)
-	{
-		my $n = sysread($conn, $$buf, 65536, length $$buf);
-		return if !$n;
-	}
-	my $head = substr($$buf, 0, $end);
-	substr($$buf, 0, $end + 4) = '';
-	my ($method, $path) = $head =~ m{^(\S+) (\S+)};
+	my ($method, $path, $head, $body) = read_request($conn, $buf) or return;
 	if (my $log = $ENV{FAKE_CHROMA_REQUEST_LOG})
 	{
 		my $token = $head =~ m{^x-chroma-token:}mi ? 'yes' : 'no';
@@ -107,15 +71,6 @@ sub read_request
 		syswrite($lf, "$method $path token=$token\n");
 		close($lf);
 	}
-	my ($len) = $head =~ m{^content-length:\s*(\d+)}mi;
-	$len //= 0;
-	while (length $$buf < $len)
-	{
-		my $n = sysread($conn, $$buf, 1 << 20, length $$buf);
-		return if !$n;
-	}
-	my $body = substr($$buf, 0, $len);
-	substr($$buf, 0, $len) = '';
 	return ($method, $path, $body);
 }
 

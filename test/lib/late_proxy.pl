@@ -14,93 +14,54 @@
 # made once Chroma has answered it. SIGTERM stops everything.
 use strict;
 use warnings;
+use FindBin;
+use lib $FindBin::RealBin;
 use IO::Socket::INET;
+use LoopbackHttp;
 
 my ($upstream, $port_file, $arm_file, $when, $operation) = @ARGV;
 die "usage: $0 UPSTREAM_PORT PORT_FILE ARM_FILE WHEN [OPERATION]\n" unless defined $when;
 $operation //= 'upsert';
 
-my $listener = IO::Socket::INET->new(
-	LocalAddr => '127.0.0.1',
-	LocalPort => 0,
-	Proto => 'tcp',
-	Listen => 64,
-	ReuseAddr => 1) or die "listen: $!\n";
-open(my $pf, '>', "$port_file.tmp") or die "$port_file.tmp: $!\n";
-print $pf $listener->sockport, "\n";
-close($pf);
-rename("$port_file.tmp", $port_file) or die "rename: $!\n";
+serve_forked(
+	listen_loopback($port_file),
+	sub
+	{
+		my ($conn) = @_;
+		my $buf = '';
+		my ($method, $path, $head, $body) = read_request($conn, \$buf) or return;
+		# decided here, in the parent, so exactly one request takes the armed file
+		my $late = $method eq 'POST' && $path =~ m{/\Q$operation\E$} && unlink($arm_file);
+		return ($method, $path, $head, $body, $late);
+	},
+	\&serve);
 
-my @children;
-$SIG{TERM} = sub { kill 'KILL', @children; exit 0; };
-$SIG{CHLD} = 'IGNORE';
-
-while (1)
+sub serve
 {
-	my $conn = $listener->accept or next;
-	my ($method, $path, $head, $body) = read_request($conn);
-	unless (defined $method)
+	my ($conn, $method, $path, $head, $body, $late) = @_;
+	if ($late)
 	{
+		my $json = '{"error":"GatewayTimeout","message":"the gateway gave up"}';
+		syswrite($conn, "HTTP/1.1 504 Gateway Timeout\r\nContent-Type: application/json\r\n"
+			  . "Connection: close\r\nContent-Length: " . length($json) . "\r\n\r\n$json");
 		close($conn);
-		next;
-	}
-	# decided in the parent, so exactly one request takes the armed file
-	my $late = $method eq 'POST' && $path =~ m{/\Q$operation\E$} && unlink($arm_file);
-	my $pid = fork();
-	die "fork: $!\n" unless defined $pid;
-	if ($pid == 0)
-	{
-		$SIG{TERM} = 'DEFAULT';
-		close($listener);
-		if ($late)
+		if ($when =~ /^[0-9.]+$/)
 		{
-			my $json = '{"error":"GatewayTimeout","message":"the gateway gave up"}';
-			syswrite($conn, "HTTP/1.1 504 Gateway Timeout\r\nContent-Type: application/json\r\n"
-				  . "Connection: close\r\nContent-Length: " . length($json) . "\r\n\r\n$json");
-			close($conn);
-			if ($when =~ /^[0-9.]+$/)
-			{
-				select(undef, undef, undef, $when);
-				forward($method, $path, $head, $body);
-				exit 0;
-			}
-			select(undef, undef, undef, 0.05) until -e $when;
-			my $resp = forward($method, $path, $head, $body);
-			open(my $done, '>', "$when.done.tmp") or die "$when.done.tmp: $!\n";
-			print $done((split /\r\n/, $resp)[0], "\n");
-			close($done);
-			rename("$when.done.tmp", "$when.done") or die "rename: $!\n";
-			exit 0;
+			select(undef, undef, undef, $when);
+			forward($method, $path, $head, $body);
+			return;
 		}
-		syswrite($conn, forward($method, $path, $head, $body));
-		close($conn);
-		exit 0;
+		select(undef, undef, undef, 0.05) until -e $when;
+		my $resp = forward($method, $path, $head, $body);
+		open(my $done, '>', "$when.done.tmp") or die "$when.done.tmp: $!\n";
+		print $done((split /\r\n/, $resp)[0], "\n");
+		close($done);
+		rename("$when.done.tmp", "$when.done") or die "rename: $!\n";
+		return;
 	}
-	push @children, $pid;
+	syswrite($conn, forward($method, $path, $head, $body));
 	close($conn);
-}
-
-sub read_request
-{
-	my ($conn) = @_;
-	my $buf = '';
-	my $end;
-	until (($end = index($buf, "\r\n\r\n")) >= 0)
-	{
-		my $n = sysread($conn, $buf, 65536, length $buf);
-		return if !$n;
-	}
-	my $head = substr($buf, 0, $end);
-	substr($buf, 0, $end + 4) = '';
-	my ($method, $path) = $head =~ m{^(\S+) (\S+)};
-	my ($len) = $head =~ m{^content-length:\s*(\d+)}mi;
-	$len //= 0;
-	while (length $buf < $len)
-	{
-		my $n = sysread($conn, $buf, 1 << 20, length $buf);
-		return if !$n;
-	}
-	return ($method, $path, $head, substr($buf, 0, $len));
+	return;
 }
 
 # Sends the request to Chroma and returns its whole answer, made Connection: close.
