@@ -325,7 +325,3 @@ FROM chroma_sync.mirror m,
 						THEN 18446744073709551616 ELSE 0 END)::pg_catalog.text	-- unsigned, as the worker prints it
 				FROM pg_catalog.pg_control_system() c)
 			OR m.source_oid OPERATOR(pg_catalog.<>) m.source::pg_catalog.oid AS elsewhere) r;
-
--- The workers load every mirror again: the columns recorded above, and the filters they
--- are to bind (a configuration loaded before this commits is not used for that: TAP 140).
-SELECT chroma_sync.config_changed();
