@@ -1,0 +1,63 @@
+# Red team: a 0.4 filter that qualifies its columns with the table's name (e.m = 'happy')
+# is refused, and the mirror paused, when the table is renamed between the update and the
+# worker's bind; a table rename is otherwise followed by every mirror, and 0.4 had the
+# filter working.
+#
+# The update records the filter's columns by attnum (text_columns_walker takes "e.m" as
+# column m of the table named e), but keeps the text, which the worker later binds as
+# SELECT ... FROM ONLY public.e2 WHERE (e.m = 'happy'): "missing FROM-clause entry for
+# table e"; the failure pauses the mirror "the stored filter ... is refused (re-create the
+# mirror)".
+#
+# Steps: 0.4; mirror of public.e with filter e.m = 'happy' (0.4 text); in one transaction
+# ALTER EXTENSION chroma_sync UPDATE and ALTER TABLE public.e RENAME TO e2. What happens: the
+# mirror is paused, row 3 is not sent. What should happen: the filter is bound to the
+# table under its new name (the recorded columns match), the mirror keeps syncing.
+use strict;
+use warnings;
+
+use FindBin;
+use lib $FindBin::RealBin;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(sleep);
+use ChromaSyncTest;
+
+my $node = new_node('redteam_update_table_rename_qualified', extension => 0);
+my $log0 = log_offset($node);
+sub q1 { return $node->safe_psql('postgres', $_[0]); }
+
+q1(q{CREATE EXTENSION chroma_sync VERSION '0.4'});
+fresh_collection($node, 'cs_t153');
+q1(q{
+CREATE TYPE public.mood AS ENUM ('sad', 'happy');
+CREATE TABLE public.e (id int PRIMARY KEY, embedding real[], m public.mood);
+INSERT INTO public.e VALUES (1, '{1,0}', 'happy'), (2, '{0,1}', 'sad');
+SELECT chroma_mirror('public.e', collection => 'cs_t153', filter => $$e.m = 'happy'$$);
+UPDATE chroma_sync.mirror SET filter = $$e.m = 'happy'$$;
+});
+is(q1(q{SELECT chroma_flush('public.e', interval '60 seconds')}), 't', 'the 0.4 mirror flushes');
+is(q1(q{SELECT coalesce(string_agg(id, ',' ORDER BY id), '') FROM chroma_get('cs_t153')}), '1', '0.4 sends row 1');
+
+my ($ret, $out, $err) = $node->psql('postgres', q{
+BEGIN;
+ALTER EXTENSION chroma_sync UPDATE;
+ALTER TABLE public.e RENAME TO e2;
+COMMIT;
+});
+is($ret, 0, 'the update and the table rename commit') or diag($err);
+
+ok(wait_for('the worker binds or pauses', 60, sub {
+	q1(q{SELECT (filter_node IS NOT NULL OR paused)::text FROM chroma_sync.mirror}) eq 'true' }),
+	'the worker has seen the mirror');
+sleep 2;
+note('stored: ' . q1(q{SELECT 'bound=' || (filter_node IS NOT NULL)::text || ' paused=' || paused::text || ' '
+	|| coalesce(paused_reason, '') || ' / ' || coalesce(last_error, '') || ' types=' || column_types::text FROM chroma_sync.mirror}));
+is(q1(q{SELECT paused::text FROM chroma_sync.mirror}), 'false', 'a table rename does not pause the mirror');
+q1(q{INSERT INTO public.e2 VALUES (3, '{1,1}', 'happy')});
+ok(wait_for('row 3 arrives', 30, sub { q1(q{SELECT count(*) FROM chroma_get('cs_t153') WHERE id = '3'}) eq '1' }),
+	'the mirror keeps syncing');
+
+finish($node, $log0);
