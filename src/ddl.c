@@ -66,20 +66,6 @@ chroma_sync_columns_changed(PG_FUNCTION_ARGS)
 	PG_RETURN_VOID();
 }
 
-static bool
-table_is_typed(Oid relid)
-{
-	HeapTuple	tup = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
-	bool		typed = false;
-
-	if (HeapTupleIsValid(tup))
-	{
-		typed = OidIsValid(((Form_pg_class) GETSTRUCT(tup))->reloftype);
-		ReleaseSysCache(tup);
-	}
-	return typed;
-}
-
 /*
  * After ALTER FUNCTION, ALTER TYPE, ALTER SCHEMA... (the DDL event trigger, in the same
  * transaction): every bound filter of this database whose text names something renamed
@@ -112,13 +98,20 @@ chroma_sync_filters_renamed(PG_FUNCTION_ARGS)
 			mirror_columns_resolve(m);
 		}
 		/*
-		 * A typed table's columns are renamed by ALTER TYPE ... RENAME ATTRIBUTE ...
-		 * CASCADE: followed (or the mirror paused) here, as after ALTER TABLE (TAP 144)
+		 * ALTER TYPE ... RENAME ATTRIBUTE ... CASCADE renames the columns of typed tables
+		 * and of their inheritance children (TAP 144, 156): followed, or the mirror
+		 * paused, here as after ALTER TABLE. The workers are told only when something
+		 * changed, not after every DDL of any role (TAP 151).
 		 */
-		if (all_types && table_is_typed(m->relid))
+		if (all_types && m->home && m->columns != NULL)
 		{
-			(void) mirror_columns_apply(m);
-			types_renamed = true;
+			mirror_columns_resolve(m);
+			if ((m->columns_renamed && m->column_problem == NULL) ||
+				(m->column_problem != NULL && !m->paused))
+			{
+				(void) mirror_columns_apply(m);
+				types_renamed = true;
+			}
 		}
 		/* paused for another column's change too: its filter is still written (TAP 124) */
 		if (m->filter_node != NULL && mirror_columns_filter_intact(m))

@@ -14,10 +14,13 @@
 
 #include "access/htup_details.h"
 #include "access/sysattr.h"
+#include "access/xact.h"
 #include "catalog/pg_attribute.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_type.h"
+#include "commands/dbcommands.h"
 #include "executor/spi.h"
+#include "miscadmin.h"
 #include "nodes/bitmapset.h"
 #include "nodes/nodeFuncs.h"
 #include "nodes/readfuncs.h"
@@ -29,6 +32,7 @@
 #include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/lsyscache.h"
+#include "utils/resowner.h"
 #include "utils/syscache.h"
 
 #include "mirror_columns.h"
@@ -116,13 +120,20 @@ rename_is_harmless(MirrorConfig *m, MirrorColumn *c)
 static void
 set_problem(MirrorConfig *m, MirrorColumn *c, int code, MirrorColumnFix fix, char *message)
 {
-	if (m->column_problem != NULL)
-		return;					/* the first one is reported */
+	/*
+	 * The first one is reported, unless a later one needs more than it: chroma_resync
+	 * does not fix a filter's renamed column (TAP 157).
+	 */
+	if (m->column_problem != NULL && fix <= m->column_problem_fix)
+		return;
 	m->column_problem = message;
 	m->column_problem_name = c->name;
 	m->column_problem_code = code;
 	m->column_problem_fix = fix;
 }
+
+/* In the status of a mirror paused for a change chroma_resync records. */
+#define RESYNC_ADVICE "if the change is intended, run chroma_resync()"
 
 void
 mirror_columns_resolve(MirrorConfig *m)
@@ -241,7 +252,7 @@ mirror_columns_status(MirrorConfig *m)
 	switch (m->column_problem_fix)
 	{
 		case MIRROR_FIX_RESYNC:
-			return psprintf("%s; if the change is intended, run chroma_resync() to record the columns as they are now "
+			return psprintf("%s; " RESYNC_ADVICE " to record the columns as they are now "
 							"and send every row again, then chroma_resume(); else undo it and run chroma_resume()",
 							m->column_problem);
 		case MIRROR_FIX_UNDO:
@@ -272,12 +283,22 @@ mirror_columns_require(MirrorConfig *m, const char *action)
 typedef struct TextColumns
 {
 	Oid			relid;
+	const char *db;
 	const char *nsp;
 	const char *rel;
 	Bitmapset  *atts;
 } TextColumns;
 
-/* The column a raw ColumnRef names: nsp.rel.col, rel.col or col (then maybe fields). */
+static bool
+field_is(List *f, int i, const char *name)
+{
+	return list_length(f) > i && IsA(list_nth(f, i), String) && strcmp(strVal(list_nth(f, i)), name) == 0;
+}
+
+/*
+ * The column a raw ColumnRef names: db.nsp.rel.col, nsp.rel.col, rel.col or col (then
+ * maybe fields); every column for rel.* or * (ROW(rel.*) reads them all).
+ */
 static bool
 text_columns_walker(Node *node, TextColumns *t)
 {
@@ -289,14 +310,28 @@ text_columns_walker(Node *node, TextColumns *t)
 		int			k = 0;
 		Node	   *col;
 
-		if (list_length(f) >= 3 && IsA(linitial(f), String) && IsA(lsecond(f), String) &&
-			strcmp(strVal(linitial(f)), t->nsp) == 0 && strcmp(strVal(lsecond(f)), t->rel) == 0)
+		if (list_length(f) >= 4 && field_is(f, 0, t->db) && field_is(f, 1, t->nsp) && field_is(f, 2, t->rel))
+			k = 3;
+		else if (list_length(f) >= 3 && field_is(f, 0, t->nsp) && field_is(f, 1, t->rel))
 			k = 2;
-		else if (list_length(f) >= 2 && IsA(linitial(f), String) &&
-				 strcmp(strVal(linitial(f)), t->rel) == 0)
+		else if (list_length(f) >= 2 && field_is(f, 0, t->rel))
 			k = 1;				/* the table's name first, as the parser takes it */
 		col = list_nth(f, k);
-		if (IsA(col, String))
+		if (IsA(col, A_Star))
+		{
+			HeapTuple	tup = SearchSysCache1(RELOID, ObjectIdGetDatum(t->relid));
+			int			natts = 0;
+
+			if (HeapTupleIsValid(tup))
+			{
+				natts = ((Form_pg_class) GETSTRUCT(tup))->relnatts;
+				ReleaseSysCache(tup);
+			}
+			for (AttrNumber a = 1; a <= natts; a++)
+				if (current_name(t->relid, a) != NULL)
+					t->atts = bms_add_member(t->atts, a);
+		}
+		else if (IsA(col, String))
 		{
 			AttrNumber	a = get_attnum(t->relid, strVal(col));
 
@@ -319,19 +354,54 @@ mirror_filter_attnums(Oid relid, const char *filter, const char *filter_node)
 	{
 		/*
 		 * A filter stored by 0.4 as text: the columns its names name, from the raw parse
-		 * tree, which no setting of this session changes (its constants are not read: a
-		 * date that this session's DateStyle refuses, TAP 143). The worker that binds the
-		 * text later compares what it binds with these.
+		 * tree, whose constants are not read (a date that this session's DateStyle
+		 * refuses, TAP 143). The scanner reads backslashes by standard_conforming_strings,
+		 * which the worker may have otherwise than this session: the text is parsed both
+		 * ways and the columns of either are taken (TAP 155). More than it reads is safe:
+		 * the worker binds the text only to columns recorded here, none of them renamed
+		 * since (mirror_filter.c).
 		 */
-		TextColumns t = {relid, get_namespace_name(get_rel_namespace(relid)), get_rel_name(relid), NULL};
-		char	   *sql = psprintf("SELECT 1 FROM ONLY %s WHERE (%s)",
+		TextColumns t = {relid, get_database_name(MyDatabaseId), get_namespace_name(get_rel_namespace(relid)),
+		get_rel_name(relid), NULL};
+		/* on a line of its own: a filter may end in a -- comment (TAP 154) */
+		char	   *sql = psprintf("SELECT 1 FROM ONLY %s WHERE (%s\n)",
 								   quote_qualified_identifier(t.nsp, t.rel), filter);
-		List	   *raw = raw_parser(sql, RAW_PARSE_DEFAULT);
-		RawStmt    *stmt;
+		bool		parsed = false;
 
-		if (list_length(raw) != 1 || !IsA((stmt = linitial_node(RawStmt, raw))->stmt, SelectStmt))
+		for (int scs = 0; scs < 2; scs++)
+		{
+			MemoryContext mcxt = CurrentMemoryContext;
+			ResourceOwner owner = CurrentResourceOwner;
+			int			level = NewGUCNestLevel();
+
+			(void) set_config_option("standard_conforming_strings", scs ? "on" : "off", PGC_USERSET,
+									 PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+			BeginInternalSubTransaction(NULL);
+			PG_TRY();
+			{
+				List	   *raw = raw_parser(sql, RAW_PARSE_DEFAULT);
+				RawStmt    *stmt;
+
+				if (list_length(raw) == 1 && IsA((stmt = linitial_node(RawStmt, raw))->stmt, SelectStmt))
+				{
+					(void) text_columns_walker(((SelectStmt *) stmt->stmt)->whereClause, &t);
+					parsed = true;
+				}
+				ReleaseCurrentSubTransaction();
+			}
+			PG_CATCH();
+			{
+				MemoryContextSwitchTo(mcxt);
+				FlushErrorState();
+				RollbackAndReleaseCurrentSubTransaction();
+			}
+			PG_END_TRY();
+			MemoryContextSwitchTo(mcxt);
+			CurrentResourceOwner = owner;
+			AtEOXact_GUC(false, level);
+		}
+		if (!parsed)
 			elog(ERROR, "could not parse the filter of a mirror");
-		(void) text_columns_walker(((SelectStmt *) stmt->stmt)->whereClause, &t);
 		return t.atts;
 	}
 	/* the bound tree (0.5): its columns by attnum, whatever they are called now */
@@ -466,7 +536,28 @@ mirror_columns_apply(MirrorConfig *m)
 		return false;
 	mirror_columns_resolve(m);
 	if (m->column_problem != NULL && m->paused)
-		return false;			/* checked again by chroma_resume */
+	{
+		/*
+		 * Checked again by chroma_resume. Paused for a change chroma_resync records, and
+		 * now one it does not: the reason names that one (TAP 157).
+		 */
+		if (m->column_problem_fix != MIRROR_FIX_RESYNC)
+		{
+			Oid			types[3] = {INT4OID, TEXTOID, TEXTOID};
+			Datum		values[3] = {Int32GetDatum(m->mirror_id), CStringGetTextDatum(mirror_columns_status(m)),
+			CStringGetTextDatum(RESYNC_ADVICE)};
+
+			if (SPI_connect() != SPI_OK_CONNECT)
+				elog(ERROR, "SPI_connect failed");
+			if (SPI_execute_with_args("UPDATE chroma_sync.mirror SET paused_reason = $2, last_error = $2, "
+									  "last_error_at = pg_catalog.now() WHERE mirror_id OPERATOR(pg_catalog.=) $1 "
+									  "AND pg_catalog.strpos(paused_reason, $3) OPERATOR(pg_catalog.>) 0",
+									  3, types, values, NULL, false, 0) != SPI_OK_UPDATE)
+				elog(ERROR, "could not record why mirror %d is paused", m->mirror_id);
+			SPI_finish();
+		}
+		return false;
+	}
 	if (m->column_problem != NULL)
 	{
 		char	   *status = mirror_columns_status(m);
@@ -548,7 +639,6 @@ mirror_columns_follow_type_renames(MirrorConfig *m, bool rowtypes_only)
 	int			ntypes = 0;
 	int			k = 0;
 	bool		changed = false;
-	HeapTuple	reltup;
 	bool		typed;
 
 	if (!m->home || m->columns == NULL)
@@ -563,16 +653,22 @@ mirror_columns_follow_type_renames(MirrorConfig *m, bool rowtypes_only)
 	if (!changed)
 		return false;
 	changed = false;
-	reltup = SearchSysCache1(RELOID, ObjectIdGetDatum(m->relid));
-	if (!HeapTupleIsValid(reltup))
-		return false;
-	/* ALTER TYPE ... ALTER ATTRIBUTE ... CASCADE changes a typed table's column types */
-	typed = OidIsValid(((Form_pg_class) GETSTRUCT(reltup))->reloftype);
-	ReleaseSysCache(reltup);
-
-	/* the type OIDs recorded for the keys, embedding, document and metadata, in that order */
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
+	/*
+	 * ALTER TYPE ... ALTER ATTRIBUTE ... CASCADE changes the column types of a typed table
+	 * and of the tables that inherit from it
+	 */
+	if (SPI_execute_with_args("WITH RECURSIVE up(r) AS (SELECT $1 UNION SELECT i.inhparent "
+							  "FROM pg_catalog.pg_inherits i, up WHERE i.inhrelid OPERATOR(pg_catalog.=) up.r) "
+							  "SELECT pg_catalog.bool_or(c.reloftype OPERATOR(pg_catalog.<>) 0::pg_catalog.oid) "
+							  "FROM up, pg_catalog.pg_class c WHERE c.oid OPERATOR(pg_catalog.=) up.r",
+							  1, (Oid[]) {OIDOID}, (Datum[]) {ObjectIdGetDatum(m->relid)}, NULL, true, 1) != SPI_OK_SELECT ||
+		SPI_processed != 1)
+		elog(ERROR, "could not read the ancestors of table %u", m->relid);
+	typed = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull)) && !isnull;
+
+	/* the type OIDs recorded for the keys, embedding, document and metadata, in that order */
 	if (SPI_execute_with_args("SELECT column_types FROM chroma_sync.mirror WHERE mirror_id OPERATOR(pg_catalog.=) $1",
 							  1, (Oid[]) {INT4OID}, (Datum[]) {Int32GetDatum(m->mirror_id)}, NULL, true, 1) != SPI_OK_SELECT)
 		elog(ERROR, "could not read the column types of mirror %d", m->mirror_id);
@@ -613,6 +709,19 @@ mirror_columns_follow_type_renames(MirrorConfig *m, bool rowtypes_only)
 		get_atttypetypmodcoll(m->relid, c->attnum, &now, &now_typmod, &(Oid) {0});
 		if (rowtypes_only && !OidIsValid(get_typ_typrelid(now)))
 			continue;
+		if (filter && m->filter_node == NULL)
+		{
+			/*
+			 * A 0.4 text, not bound yet, has no Var to compare with. DDL on other objects
+			 * changes no column type of a table with no typed ancestor: a new name of the
+			 * column's type is a rename (TAP 152).
+			 */
+			if (rowtypes_only || typed || named_type(c->type) == now)
+				continue;
+			c->type = type;
+			changed = true;
+			continue;
+		}
 		if (filter)
 		{
 			/* the bound filter's Var: the same type and typmod, renamed */

@@ -26,7 +26,7 @@ typedef enum MirrorColumnRole
 /* How a mismatch of the recorded columns can be resolved (mirror_columns_status). */
 typedef enum MirrorColumnFix
 {
-	MIRROR_FIX_RESYNC,			/* chroma_resync records the change */
+	MIRROR_FIX_RESYNC,			/* chroma_resync records the change (the least: first) */
 	MIRROR_FIX_UNDO,			/* undo the change (or mirror again) */
 	MIRROR_FIX_REMIRROR			/* unmirror and mirror again */
 } MirrorColumnFix;

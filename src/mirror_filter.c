@@ -533,8 +533,8 @@ bool		mirror_filter_in_worker = false;
  * the worker reads it with the settings 0.4's worker read it with (its role's and
  * database's, the server's command line, the configuration as last loaded), which no
  * other session can know (TAP 111, 118, 128, 129, 134, 137). Its columns are those
- * recorded by the update (by attnum): text that now binds other columns (names swapped
- * by renames since) is refused, not bound to them (TAP 099).
+ * recorded by the update (by attnum): text that now binds a column not recorded (a name
+ * swapped by renames since) is refused, not bound to it (TAP 099).
  */
 static void
 check_04_text(MirrorConfig *m, const char *node)
@@ -565,10 +565,21 @@ check_04_text(MirrorConfig *m, const char *node)
 				 errdetail("ALTER EXTENSION chroma_sync UPDATE records the columns a filter stored as text reads, by name; it could not for this mirror."),
 				 errhint("Unmirror the table and mirror it again.")));
 	for (int i = 0; i < now->ncolumns; i++)
-		if (now->columns[i].role == MIRROR_COLUMN_FILTER)
-			recorded = bms_add_member(recorded, now->columns[i].attnum);
+	{
+		MirrorColumn *c = &now->columns[i];
+		char	   *name = get_attname(m->relid, c->attnum, true);
+
+		/* recorded, and called now as it was then */
+		if (c->role == MIRROR_COLUMN_FILTER && name != NULL && c->name != NULL && strcmp(name, c->name) == 0)
+			recorded = bms_add_member(recorded, c->attnum);
+	}
 	bound = mirror_filter_attnums(m->relid, NULL, node);
-	if (!bms_equal(bound, recorded))
+	/*
+	 * Each column the text binds now was recorded by the update, and is still called as it
+	 * was then (mirror_columns_resolve pauses the mirror otherwise): so the text read it
+	 * then too. One it binds that was not recorded may have taken its name since.
+	 */
+	if (!bms_is_subset(bound, recorded))
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("the filter of mirror %d, stored by chroma_sync 0.4, now reads other columns than it did", m->mirror_id),
