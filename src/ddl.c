@@ -8,19 +8,9 @@
  */
 #include "postgres.h"
 
-#include "access/htup_details.h"
-#include "catalog/pg_authid.h"
-#include "catalog/pg_class.h"
 #include "catalog/pg_inherits.h"
-#include "catalog/pg_type.h"
-#include "executor/spi.h"
 #include "fmgr.h"
-#include "miscadmin.h"
-#include "utils/builtins.h"
-#include "utils/guc.h"
-#include "utils/memutils.h"
 #include "utils/lsyscache.h"
-#include "utils/syscache.h"
 
 #include "mirror_columns.h"
 #include "shared.h"

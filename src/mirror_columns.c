@@ -27,7 +27,6 @@
 #include "optimizer/optimizer.h"
 #include "parser/parse_type.h"
 #include "parser/parser.h"
-#include "tcop/tcopprot.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
