@@ -140,7 +140,10 @@ ALTER TABLE chroma_sync.mirror
 	ADD COLUMN column_type_names text[],
 	ADD COLUMN source_oid oid,
 	-- what a bound filter refers to (below; read with the columns, so added with them)
-	ADD COLUMN filter_refs text[];
+	ADD COLUMN filter_refs text[],
+	-- a filter stored by 0.4 as text: the table's name when its columns were recorded
+	-- (the text may qualify them with it; the worker binds it under that name)
+	ADD COLUMN filter_relname name;
 
 -- After ALTER TABLE on a mirrored table: follow renames that change nothing sent, pause
 -- on any other change of the mirrored columns (or of the filter's).

@@ -9,6 +9,8 @@
 #include "postgres.h"
 
 #include "catalog/pg_inherits.h"
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
 #include "fmgr.h"
 #include "utils/lsyscache.h"
 
@@ -131,5 +133,23 @@ chroma_sync_record_columns(PG_FUNCTION_ARGS)
 	mirror_columns_record(m->mirror_id, m->relid, m->nkeys, m->key_attnums, m->embedding_attnum,
 						  m->document_attnum, m->nmeta, m->meta_attnums,
 						  m->filter ? mirror_filter_attnums(m->relid, m->filter, m->filter_node) : NULL);
+	if (m->filter != NULL && m->filter_node == NULL)
+	{
+		/*
+		 * The text's columns were found under the table's name now (rel.col): the worker
+		 * binds the text under it, should the table be renamed first (TAP 153).
+		 */
+		Oid			type = INT4OID;
+		Datum		id = Int32GetDatum(m->mirror_id);
+
+		if (SPI_connect() != SPI_OK_CONNECT)
+			elog(ERROR, "SPI_connect failed");
+		if (SPI_execute_with_args("UPDATE chroma_sync.mirror m SET filter_relname = c.relname "
+								  "FROM pg_catalog.pg_class c WHERE c.oid OPERATOR(pg_catalog.=) m.source "
+								  "AND m.mirror_id OPERATOR(pg_catalog.=) $1",
+								  1, &type, &id, NULL, false, 0) != SPI_OK_UPDATE)
+			elog(ERROR, "could not record the table name of mirror %d", m->mirror_id);
+		SPI_finish();
+	}
 	PG_RETURN_BOOL(true);
 }

@@ -156,6 +156,7 @@ config_from_tuple(HeapTuple tup, TupleDesc td, const char *sysid)
 	m->database_oid = DatumGetObjectId(SPI_getbinval(tup, td, 17, &isnull));
 	m->filter = SPI_getvalue(tup, td, 18);
 	m->filter_node = SPI_getvalue(tup, td, 19);
+	m->filter_relname = SPI_getvalue(tup, td, SPI_fnumber(td, "filter_relname"));
 	{
 		bool		isnull_refs;
 		Datum		refs = SPI_getbinval(tup, td, 23, &isnull_refs);
@@ -217,7 +218,10 @@ load_where(const char *where, int nargs, Oid *types, Datum *values)
 	List	   *result = NIL;
 	MemoryContext caller = CurrentMemoryContext;
 	char	   *sysid = mirror_system_identifier();
-	char	   *sql = psprintf("SELECT " MIRROR_COLUMNS "%s, backfill_started_at, column_types FROM chroma_sync.mirror m %s ORDER BY mirror_id",
+	char	   *sql = psprintf("SELECT " MIRROR_COLUMNS "%s, backfill_started_at, column_types, "
+						   /* 0.5: filter_relname, NULL before the update */
+						   "pg_catalog.to_jsonb(m) OPERATOR(pg_catalog.->>) 'filter_relname' AS filter_relname "
+						   "FROM chroma_sync.mirror m %s ORDER BY mirror_id",
 						   mirror_columns_by_name_exist() ? MIRROR_COLUMNS_BY_NAME : MIRROR_COLUMNS_NONE,
 						   where);
 

@@ -75,6 +75,8 @@ typedef struct MirrorConfig
 	char	   *filter_node;	/* the bound tree stored with it (NULL: stored by 0.4) */
 	char	  **filter_refs;	/* what the tree refers to, recorded when bound (NULL: none) */
 	int			nfilter_refs;
+	char	   *filter_relname; /* a 0.4 text: the table's name when the update recorded
+								 * the columns it reads (NULL: none recorded) */
 	char	   *filter_node_derived;	/* the tree bound again from the text (mirror_filter_bound) */
 	char	   *filter_sql;		/* the filter in generated SQL (mirror_filter_sql) */
 	bool		filter_invalid; /* the stored filter failed that check */

@@ -39,6 +39,7 @@
 #include "executor/tuptable.h"
 #include "funcapi.h"
 #include "miscadmin.h"
+#include "nodes/makefuncs.h"
 #include "nodes/nodeFuncs.h"
 #include "optimizer/optimizer.h"
 #include "parser/parse_coerce.h"
@@ -367,7 +368,7 @@ deparse(Oid relid, Node *expr)
  */
 static char *
 canonical_as_owner(Oid relid, const char *filter, const char *parse_path, bool fixed,
-				   char **node)
+				   const char *alias, char **node)
 {
 	/* the fixed settings before the scanner runs (standard_conforming_strings) */
 	int			level = fixed ? fixed_text_settings() : -1;
@@ -383,7 +384,8 @@ canonical_as_owner(Oid relid, const char *filter, const char *parse_path, bool f
 	pstate->p_sourcetext = filter;
 	if (parse_path)
 		set_search_path(parse_path);
-	nsitem = addRangeTableEntryForRelation(pstate, rel, AccessShareLock, NULL, false, true);
+	nsitem = addRangeTableEntryForRelation(pstate, rel, AccessShareLock,
+										   alias ? makeAlias(alias, NIL) : NULL, false, true);
 	addNSItemToQuery(pstate, nsitem, true, true, true);
 	/* a WHERE clause's rules: no aggregate, window or set-returning function, no $n */
 	expr = transformExpr(pstate, raw, EXPR_KIND_WHERE);
@@ -404,8 +406,13 @@ canonical_as_owner(Oid relid, const char *filter, const char *parse_path, bool f
 	return text;
 }
 
+/*
+ * alias: the name the filter's text calls the table by, when it is no longer the table's
+ * (a 0.4 text filter, whose table was renamed since the update recorded its columns)
+ */
 static char *
-canonical(Oid relid, const char *filter, const char *parse_path, bool fixed, char **node)
+canonical(Oid relid, const char *filter, const char *parse_path, bool fixed, const char *alias,
+		  char **node)
 {
 	MirrorSavedUser su;
 	ErrorContextCallback cb;
@@ -416,7 +423,7 @@ canonical(Oid relid, const char *filter, const char *parse_path, bool fixed, cha
 	cb.previous = error_context_stack;
 	error_context_stack = &cb;
 	mirror_become_table_owner(relid, &su);
-	text = canonical_as_owner(relid, filter, parse_path, fixed, node);
+	text = canonical_as_owner(relid, filter, parse_path, fixed, alias, node);
 	mirror_restore_user(&su);
 	error_context_stack = cb.previous;
 	return text;
@@ -426,7 +433,7 @@ char *
 mirror_filter_canonical(Oid relid, const char *filter, char **node)
 {
 	/* the names the caller wrote, as the caller's search_path finds them */
-	return canonical(relid, filter, pstrdup(namespace_search_path), false, node);
+	return canonical(relid, filter, pstrdup(namespace_search_path), false, NULL, node);
 }
 
 /*
@@ -595,8 +602,22 @@ mirror_filter_derive(MirrorConfig *m)
 	char	  **now;
 	int			n;
 
+	char	   *alias = NULL;
+
+	/*
+	 * A 0.4 text names the table as it was called when the update recorded the columns the
+	 * text reads (e.m = 'happy', TAP 153): bound under that name, as the update parsed it,
+	 * if the table was renamed since.
+	 */
+	if (m->filter_refs == NULL && m->filter_node == NULL && m->filter_relname != NULL)
+	{
+		char	   *rel = get_rel_name(m->relid);
+
+		if (rel != NULL && strcmp(rel, m->filter_relname) != 0)
+			alias = m->filter_relname;
+	}
 	/* text recorded with its references was written with the fixed settings: read it so */
-	(void) canonical(m->relid, m->filter, NULL, m->filter_refs != NULL, &node);
+	(void) canonical(m->relid, m->filter, NULL, m->filter_refs != NULL, alias, &node);
 	if (m->filter_refs == NULL)
 	{
 		/* stored by 0.4 (or bound before references were recorded): the text alone */
@@ -684,7 +705,7 @@ mirror_filter_store_bound(MirrorConfig *m, const char *node)
 	 */
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
-	if (SPI_execute_with_args("UPDATE chroma_sync.mirror SET filter_node = $2, filter_refs = $3, filter = $4 "
+	if (SPI_execute_with_args("UPDATE chroma_sync.mirror SET filter_node = $2, filter_refs = $3, filter = $4, filter_relname = NULL "
 							  "WHERE mirror_id OPERATOR(pg_catalog.=) $1 AND filter_node IS NULL",
 							  4, types, values, NULL, false, 0) != SPI_OK_UPDATE)
 		elog(ERROR, "could not record the filter of mirror %d", m->mirror_id);
@@ -766,7 +787,7 @@ mirror_filter_sql(MirrorConfig *m)
 			char	   *node;
 
 			/* the extension is not updated to 0.5 yet: the checked text, as 0.4 did */
-			text = canonical(m->relid, m->filter, NULL, false, &node);
+			text = canonical(m->relid, m->filter, NULL, false, NULL, &node);
 		}
 		m->filter_sql = MemoryContextStrdup(mcxt, text);
 		m->filter_invalid = false;
