@@ -8,8 +8,8 @@
 # cached in /var/cache/chroma_sync/pgroots): on each, the extension built with WERROR=1,
 # pg_regress, and TAP tests run inside the root (18: pg_regress on both Chroma servers and
 # every TAP file; 17 and 19: pg_regress on the first server and the mirror TAP set; see
-# pg_tap_set in test/lib/pg_roots.sh). 18 then 19, and 17, run in harnesses of their own alongside the
-# rest (PG_CONCURRENT_MAJORS= turns that off). Stops every server it started, also on failure.
+# pg_tap_set in test/lib/pg_roots.sh). 18, and static, unit, fuzz, 17 and 19, run in harnesses
+# of their own alongside the rest (PG_CONCURRENT_MAJORS= turns that off). Stops every server it started, also on failure.
 # The last line of output is "N passed, M failed" (before it, "parts:" gives the time of
 # each part); the exit status is non-zero when anything failed or broke.
 #
@@ -73,10 +73,18 @@ MAJOR_PARTS=
 for s in regress tap; do [[ ",$SUITES," == *,$s,* ]] && MAJOR_PARTS+=" $s"; done
 if [ -n "$PG_MAJORS_GIVEN" ]; then
 	[ $SUITES_GIVEN = 1 ] && [ -n "$MAJOR_PARTS" ] || MAJOR_PARTS=" regress tap"
-	[ $SUITES_GIVEN = 1 ] && [[ ",$SUITES," != *,majors,* ]] && [ "$SUITES" != regress ] &&
-		[ "$SUITES" != tap ] && [ "$SUITES" != regress,tap ] && [ "$SUITES" != tap,regress ] &&
-		{ echo "--pg runs the majors suite (with --only: majors, regress, tap)" >&2; exit 2; }
-	SUITES=majors
+	# static, unit and fuzz may run first in the same harness (a PG_CONCURRENT_MAJORS group
+	# named "checks" runs them so)
+	checks=
+	for s in ${SUITES//,/ }; do
+		[ $SUITES_GIVEN = 1 ] || break
+		case $s in
+		majors | regress | tap) ;;
+		static | unit | fuzz) checks+=,$s ;;
+		*) echo "--pg runs the majors suite (with --only: majors, regress, tap; static, unit, fuzz)" >&2; exit 2 ;;
+		esac
+	done
+	SUITES=majors$checks
 fi
 [ -n "$MAJOR_PARTS" ] || MAJOR_PARTS=" regress tap"
 if [ $SANITIZE = 1 ] && [[ ",$SUITES," == *,bench,* ]]; then
@@ -732,35 +740,53 @@ fi
 # Other majors run in harnesses of their own alongside the rest (the host's suites), whose
 # output is shown at the end and whose counts are added: TAP tests mostly wait, so several
 # at a time fit two CPUs. PG_CONCURRENT_MAJORS lists the groups, space-separated, each a
-# comma-separated list run one after the other in one harness (default "18,19 17": 18 then
-# 19 in one, 17 in another); PG_CONCURRENT_MAJORS= (empty) runs everything here, in order.
-if wants majors && [ -n "${PG_CONCURRENT_MAJORS-18,19 17}" ]; then
+# comma-separated list run one after the other in one harness; "checks" in a group runs the
+# static, unit and fuzz suites there first, instead of here (default "18 checks,17,19": 18
+# in one harness; static, unit, fuzz, 17 and 19 in another; 15 here). PG_CONCURRENT_MAJORS=
+# (empty) runs everything here, in order. (18 and 19 share sid's root: pg_root_prepare
+# makes it once, under a lock.)
+CONCURRENT_DEFAULT="18 checks,17,19"
+if wants majors && [ -n "${PG_CONCURRENT_MAJORS-$CONCURRENT_DEFAULT}" ]; then
 	rest=" $PG_MAJORS "
+	host_checks=
+	for s in static unit fuzz; do wants $s && host_checks+=,$s; done
 	groups=()
-	for g in ${PG_CONCURRENT_MAJORS-18,19 17}; do
+	group_checks=()
+	for g in ${PG_CONCURRENT_MAJORS-$CONCURRENT_DEFAULT}; do
 		sel=()
+		gchecks=
 		for m in ${g//,/ }; do
-			if [[ $rest == *" $m "* ]]; then
+			if [ "$m" = checks ]; then
+				gchecks=$host_checks
+			elif [[ $rest == *" $m "* ]]; then
 				sel+=("$m")
 				rest=${rest/ $m / }
 			fi
 		done
-		[ ${#sel[@]} -gt 0 ] && groups+=("$(IFS=,; echo "${sel[*]}")")
+		[ ${#sel[@]} -gt 0 ] || continue
+		groups+=("$(IFS=,; echo "${sel[*]}")")
+		group_checks+=("$gchecks")
+		if [ -n "$gchecks" ]; then
+			host_checks=
+			for s in static unit fuzz; do SUITES=$(echo ",$SUITES," | sed "s/,$s,/,/; s/^,//; s/,$//"); done
+		fi
 	done
 	rest=$(echo $rest)
 	# with nothing else to do here, the first group stays in this harness
-	if [ -z "$rest" ] && [ "$SUITES" = majors ] && [ ${#groups[@]} -gt 0 ]; then
+	if [ -z "$rest" ] && [ "$SUITES" = majors ] && [ ${#groups[@]} -gt 0 ] && [ -z "${group_checks[0]}" ]; then
 		rest=${groups[0]//,/ }
 		groups=("${groups[@]:1}")
+		group_checks=("${group_checks[@]:1}")
 	fi
 	parts=${MAJOR_PARTS# }
-	for list in "${groups[@]}"; do
+	for i in "${!groups[@]}"; do
+		list=${groups[$i]}
 		out=$LOG_DIR/majors-${list//,/-}.out
 		MAJORS_OUTS+=("$out")
 		MAJORS_TS+=("$(elapsed)")
-		echo "[$(elapsed)] PostgreSQL ${list//,/, } in a harness of its own alongside (its output at the end)"
+		echo "[$(elapsed)] ${group_checks[$i]:+${group_checks[$i]#,} and }PostgreSQL ${list//,/, } in a harness of its own alongside (its output at the end)"
 		(cd / && exec env PG_CONCURRENT_MAJORS= bash "$ROOT/test/run_all.sh" --pg "$list" \
-			--only "${parts// /,}" --server "$SERVERS" 8>&- 9>&-) >"$out" 2>&1 </dev/null &
+			--only "${parts// /,}${group_checks[$i]}" --server "$SERVERS" 8>&- 9>&-) >"$out" 2>&1 </dev/null &
 		MAJORS_CHILDREN+=($!)
 	done
 	PG_MAJORS=$rest
@@ -777,7 +803,11 @@ if [ $built = 1 ]; then
 	wants tap && run_tap
 	wants bench && run_bench_smoke
 fi
-[ "$SUITES" = majors ] || part_time pg15 $((SECONDS - t))
+if [ -n "$PG_MAJORS_GIVEN" ]; then
+	[ "$SUITES" = majors ] || part_time checks $((SECONDS - t))
+elif [ "$SUITES" != majors ]; then
+	part_time pg15 $((SECONDS - t))
+fi
 wants majors && [ -n "$PG_MAJORS" ] && run_majors
 [ ${#MAJORS_CHILDREN[@]} -gt 0 ] && collect_majors_children
 # After the other harnesses: the package suite builds in the same sid root.

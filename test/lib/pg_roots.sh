@@ -88,9 +88,22 @@ in_root_tap() {
 	' sh "$dir" "$WORK_DIR" "$node" "$@" 8>&- 9>&-
 }
 
+# pg_root_locked SUITE CMD...: CMD while holding SUITE's lock (harnesses running side by side
+# share a root: 18's and 19's is sid's).
+pg_root_locked() {
+	local suite=$1
+	shift
+	mkdir -p "$PG_ROOTS_DIR" || return 1
+	(
+		flock 7 || exit 1
+		"$@"
+	) 7>"$PG_ROOTS_DIR/.lock-$suite"
+}
+
 # pg_root_tap_prepare SUITE: the packages the TAP tests need added to a cached root (its own
 # stamp, so a root made before is completed in place, not made again).
-pg_root_tap_prepare() {
+pg_root_tap_prepare() { pg_root_locked "$1" pg_root_tap_prepare_unlocked "$1"; }
+pg_root_tap_prepare_unlocked() {
 	local suite=$1 dir want
 	dir=$(pg_root_dir "$suite")
 	want="chroma_sync tap packages v1: ${PG_ROOT_TAP_PACKAGES[*]}"
@@ -113,7 +126,8 @@ pg_root_postgres_ids() {
 
 # pg_root_prepare SUITE: the suite's root with its PostgreSQL majors, server headers, libcurl
 # and a compiler; done once, then reused (a stamp file names what the root holds).
-pg_root_prepare() {
+pg_root_prepare() { pg_root_locked "$1" pg_root_prepare_unlocked "$1"; }
+pg_root_prepare_unlocked() {
 	local suite=$1 dir tmp uri majors m want pkgs=() exp_pkgs=()
 	dir=$(pg_root_dir "$suite")
 	majors=$(pg_root_majors "$suite")
