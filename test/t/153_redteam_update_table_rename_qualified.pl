@@ -31,13 +31,19 @@ sub q1 { return $node->safe_psql('postgres', $_[0]); }
 
 q1(q{CREATE EXTENSION chroma_sync VERSION '0.4'});
 fresh_collection($node, 'cs_t153');
+fresh_collection($node, 'cs_t153f');
 q1(q{
 CREATE TYPE public.mood AS ENUM ('sad', 'happy');
 CREATE TABLE public.e (id int PRIMARY KEY, embedding real[], m public.mood);
 INSERT INTO public.e VALUES (1, '{1,0}', 'happy'), (2, '{0,1}', 'sad');
 SELECT chroma_mirror('public.e', collection => 'cs_t153', filter => $$e.m = 'happy'$$);
 UPDATE chroma_sync.mirror SET filter = $$e.m = 'happy'$$;
+CREATE TABLE public.f (id int PRIMARY KEY, embedding real[], m public.mood);
+INSERT INTO public.f VALUES (1, '{1,0}', 'happy');
+SELECT chroma_mirror('public.f', collection => 'cs_t153f', filter => $$public.f.m = 'happy'$$);
+UPDATE chroma_sync.mirror SET filter = $$public.f.m = 'happy'$$ WHERE source = 'public.f'::regclass;
 });
+is(q1(q{SELECT chroma_flush('public.f', interval '60 seconds')}), 't', 'the 0.4 mirror of f flushes');
 is(q1(q{SELECT chroma_flush('public.e', interval '60 seconds')}), 't', 'the 0.4 mirror flushes');
 is(q1(q{SELECT coalesce(string_agg(id, ',' ORDER BY id), '') FROM chroma_get('cs_t153')}), '1', '0.4 sends row 1');
 
@@ -45,17 +51,25 @@ my ($ret, $out, $err) = $node->psql('postgres', q{
 BEGIN;
 ALTER EXTENSION chroma_sync UPDATE;
 ALTER TABLE public.e RENAME TO e2;
+ALTER TABLE public.f RENAME TO f2;
 COMMIT;
 });
 is($ret, 0, 'the update and the table rename commit') or diag($err);
 
 ok(wait_for('the worker binds or pauses', 60, sub {
-	q1(q{SELECT (filter_node IS NOT NULL OR paused)::text FROM chroma_sync.mirror}) eq 'true' }),
-	'the worker has seen the mirror');
+	q1(q{SELECT bool_and(filter_node IS NOT NULL OR paused)::text FROM chroma_sync.mirror}) eq 'true' }),
+	'the worker has seen the mirrors');
 sleep 2;
 note('stored: ' . q1(q{SELECT 'bound=' || (filter_node IS NOT NULL)::text || ' paused=' || paused::text || ' '
-	|| coalesce(paused_reason, '') || ' / ' || coalesce(last_error, '') || ' types=' || column_types::text FROM chroma_sync.mirror}));
-is(q1(q{SELECT paused::text FROM chroma_sync.mirror}), 'false', 'a table rename does not pause the mirror');
+	|| coalesce(paused_reason, '') || ' / ' || coalesce(last_error, '') || ' types=' || column_types::text FROM chroma_sync.mirror WHERE source = 'public.e2'::regclass}));
+is(q1(q{SELECT paused::text FROM chroma_sync.mirror WHERE source = 'public.e2'::regclass}), 'false',
+	'a table rename does not pause the mirror');
+is(q1(q{SELECT (filter_node IS NOT NULL)::text || ' ' || filter FROM chroma_sync.mirror WHERE source = 'public.e2'::regclass}),
+	q{true (m = 'happy'::public.mood)}, 'the text is bound to column m of the renamed table');
+# a schema-qualified column reference cannot name the table under its old name: paused, with why
+is(q1(q{SELECT paused::text || ' ' || (paused_reason ~ 'refused|re-create|mirror again')::text
+	FROM chroma_sync.mirror WHERE source = 'public.f2'::regclass}), 'true true',
+	'a filter qualifying its columns with schema and table pauses the mirror, saying to re-create it');
 q1(q{INSERT INTO public.e2 VALUES (3, '{1,1}', 'happy')});
 ok(wait_for('row 3 arrives', 30, sub { q1(q{SELECT count(*) FROM chroma_get('cs_t153') WHERE id = '3'}) eq '1' }),
 	'the mirror keeps syncing');
