@@ -240,7 +240,10 @@ chroma_raise(const ChromaResponse *resp, const char *action)
 							 : ERRCODE_CONNECTION_EXCEPTION),
 					 errmsg("Chroma could not %s now", action),
 					 errdetail("HTTP %ld %s: %s", status, name, msg),
-					 errhint("The server is overloaded or unavailable; try again later.")));
+					 resp->http.retry_after_s > 0
+					 ? errhint("The server is overloaded or unavailable; it asked to be called again in %ld s (Retry-After).",
+							   resp->http.retry_after_s)
+					 : errhint("The server is overloaded or unavailable; try again later.")));
 			break;
 		default:
 			ereport(ERROR,

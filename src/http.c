@@ -434,6 +434,14 @@ chroma_http_finish(ChromaHttpRequest *req, ChromaHttpResult *res)
 	res->curl_code = (int) req->code;
 	curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &res->status);
 	curl_easy_getinfo(h, CURLINFO_TOTAL_TIME, &res->seconds);
+	{
+		/* seconds, or an HTTP date made a number of seconds from now; 0 without one */
+		curl_off_t	after = 0;
+
+		if (req->code == CURLE_OK &&
+			curl_easy_getinfo(h, CURLINFO_RETRY_AFTER, &after) == CURLE_OK && after > 0)
+			res->retry_after_s = (long) Min(after, (curl_off_t) CHROMA_RETRY_AFTER_MAX_S);
+	}
 	initStringInfo(&res->body);
 	if (req->resp_len > 0)
 		appendBinaryStringInfo(&res->body, req->resp, req->resp_len);

@@ -21,7 +21,12 @@ typedef struct ChromaHttpResult
 	char	   *error;			/* transport error text (palloc'd), or NULL */
 	StringInfoData body;		/* response body (palloc'd) */
 	double		seconds;		/* total transfer time */
+	long		retry_after_s;	/* the answer's Retry-After, in seconds (at most
+								 * CHROMA_RETRY_AFTER_MAX_S); 0: none */
 } ChromaHttpResult;
+
+/* The longest Retry-After honoured, in seconds (a longer one is taken as this). */
+#define CHROMA_RETRY_AFTER_MAX_S 3600
 
 typedef struct ChromaHttpRequest ChromaHttpRequest;
 

@@ -64,8 +64,14 @@ record_error(MirrorConfig *m, const char *msg, bool pause)
 	sync_end_txn();
 }
 
+/*
+ * The next attempt after a failure: capped exponential backoff with jitter, and never
+ * before the server's Retry-After (retry_after_s; 0: none), even beyond
+ * chroma_sync.retry_max_delay (the server's word on its own load wins; at most
+ * CHROMA_RETRY_AFTER_MAX_S).
+ */
 static void
-back_off(MirrorState *st, TimestampTz *wake_at)
+back_off(MirrorState *st, TimestampTz *wake_at, long retry_after_s)
 {
 	long		delay = 250L << Min(st->failures, 10);
 
@@ -74,6 +80,8 @@ back_off(MirrorState *st, TimestampTz *wake_at)
 		delay = chroma_retry_max_delay_ms;
 	/* jitter: 50% to 100% of the delay */
 	delay = delay / 2 + (long) (random() % (delay / 2 + 1));
+	if (retry_after_s > 0 && delay < retry_after_s * 1000L)
+		delay = retry_after_s * 1000L;
 	st->next_attempt = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), delay);
 	if (*wake_at == 0 || st->next_attempt < *wake_at)
 		*wake_at = st->next_attempt;
@@ -233,7 +241,7 @@ send_failed(MirrorConfig *m, MirrorState *st, Batch *b, SendResult *res, Timesta
 		sync_unknown_persist(st);
 	}
 	record_error(m, res->message, false);
-	back_off(st, wake_at);
+	back_off(st, wake_at, res->retry_after_s);
 	return false;
 }
 

@@ -59,6 +59,7 @@ typedef struct SendResult
 	char	   *message;
 	uint64		acknowledged;
 	List	   *unknown_ids;	/* ids of a delete whose outcome is unknown (not the batch's) */
+	long		retry_after_s;	/* SEND_RETRY: the server's Retry-After (0: none) */
 } SendResult;
 
 /*

@@ -44,6 +44,11 @@ sync_classify(ChromaResponse *resp, SendResult *res)
 				: psprintf("HTTP %ld %s: %s", resp->http.status,
 						   resp->error_name ? resp->error_name : "",
 						   resp->message ? resp->message : "");
+			/* the longest a server asked for, over the requests of one attempt */
+			if (resp->http.retry_after_s > res->retry_after_s)
+				res->retry_after_s = resp->http.retry_after_s;
+			if (res->retry_after_s > 0)
+				res->message = psprintf("%s (Retry-After: %ld s)", res->message, res->retry_after_s);
 			return SEND_RETRY;
 	}
 }

@@ -1,4 +1,4 @@
-# What the test's own HTTP endpoints share (fake_chroma.pl, late_proxy.pl): a listener on
+# What the test's own HTTP endpoints share (fake_chroma.pl, late_proxy.pl, throttle_proxy.pl): a listener on
 # a free port of 127.0.0.1 whose number is written to a file, one child process per
 # connection, and the reading of one request.
 package LoopbackHttp;
@@ -7,7 +7,7 @@ use warnings;
 use Exporter 'import';
 use IO::Socket::INET;
 
-our @EXPORT = qw(listen_loopback serve_forked read_request);
+our @EXPORT = qw(listen_loopback serve_forked read_request forward_request);
 
 # Listens on a free loopback port and writes it to PORT_FILE (via a temporary file and a
 # rename, so a reader never sees half a number).
@@ -83,6 +83,25 @@ sub read_request
 	my $body = substr($$buf, 0, $len);
 	substr($$buf, 0, $len) = '';
 	return ($method, $path, $head, $body);
+}
+
+# Sends a request to the server on 127.0.0.1:UPSTREAM and returns its whole answer, made
+# Connection: close (502 when the server cannot be reached).
+sub forward_request
+{
+	my ($upstream, $method, $path, $head, $body) = @_;
+	my $up = IO::Socket::INET->new(PeerAddr => '127.0.0.1', PeerPort => $upstream, Proto => 'tcp')
+	  or return "HTTP/1.1 502 Bad Gateway\r\nConnection: close\r\nContent-Length: 0\r\n\r\n";
+	my @lines = grep { !/^(connection|keep-alive|content-length|expect):/i } split /\r\n/, $head;
+	shift @lines;
+	syswrite($up, join("\r\n", "$method $path HTTP/1.1", @lines, 'Connection: close',
+			'Content-Length: ' . length($body)) . "\r\n\r\n" . $body);
+	my $resp = '';
+	while (sysread($up, $resp, 1 << 20, length $resp)) { }
+	close($up);
+	$resp =~ s/\r\nConnection: keep-alive//i;
+	$resp =~ s/\r\n\r\n/\r\nConnection: close\r\n\r\n/ unless $resp =~ /\r\nConnection: close/i;
+	return $resp;
 }
 
 1;

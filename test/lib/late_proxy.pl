@@ -64,20 +64,4 @@ sub serve
 	return;
 }
 
-# Sends the request to Chroma and returns its whole answer, made Connection: close.
-sub forward
-{
-	my ($method, $path, $head, $body) = @_;
-	my $up = IO::Socket::INET->new(PeerAddr => '127.0.0.1', PeerPort => $upstream, Proto => 'tcp')
-	  or return "HTTP/1.1 502 Bad Gateway\r\nConnection: close\r\nContent-Length: 0\r\n\r\n";
-	my @lines = grep { !/^(connection|keep-alive|content-length|expect):/i } split /\r\n/, $head;
-	shift @lines;
-	syswrite($up, join("\r\n", "$method $path HTTP/1.1", @lines, 'Connection: close',
-			'Content-Length: ' . length($body)) . "\r\n\r\n" . $body);
-	my $resp = '';
-	while (sysread($up, $resp, 1 << 20, length $resp)) { }
-	close($up);
-	$resp =~ s/\r\nConnection: keep-alive//i;
-	$resp =~ s/\r\n\r\n/\r\nConnection: close\r\n\r\n/ unless $resp =~ /\r\nConnection: close/i;
-	return $resp;
-}
+sub forward { return forward_request($upstream, @_); }
