@@ -20,17 +20,7 @@ use Time::HiRes qw(sleep time);
 my $dir = PostgreSQL::Test::Utils::tempdir();
 my $arm = "$dir/arm";
 my $release = "$dir/release";
-my $proxy_pid = fork();
-die "fork: $!" unless defined $proxy_pid;
-if ($proxy_pid == 0)
-{
-	exec('perl', "$ENV{CHROMA_SYNC_ROOT}/test/lib/late_proxy.pl", $ENV{CHROMA_PORT}, "$dir/port", $arm, $release)
-	  or die "exec: $!";
-}
-wait_for('the proxy listens', 10, sub { -s "$dir/port" }) or BAIL_OUT('the proxy did not start');
-my $pport = slurp_file("$dir/port");
-chomp $pport;
-END { kill 'TERM', $proxy_pid if $proxy_pid; }
+my $pport = start_proxy('late_proxy.pl', $dir, $arm, $release);
 
 my $coll = 'cs_t027';
 my $node = new_node('outcome_unknown',

@@ -18,18 +18,7 @@ use Time::HiRes qw(sleep time);
 my $dir = PostgreSQL::Test::Utils::tempdir();
 my $control = "$dir/control";
 my $plog = "$dir/proxy.log";
-my $proxy_pid = fork();
-die "fork: $!" unless defined $proxy_pid;
-if ($proxy_pid == 0)
-{
-	exec('perl', "$ENV{CHROMA_SYNC_ROOT}/test/lib/throttle_proxy.pl", $ENV{CHROMA_PORT}, "$dir/port",
-		$control, $plog)
-	  or die "exec: $!";
-}
-wait_for('the proxy listens', 10, sub { -s "$dir/port" }) or BAIL_OUT('the proxy did not start');
-my $pport = slurp_file("$dir/port");
-chomp $pport;
-END { kill 'TERM', $proxy_pid if $proxy_pid; }
+my $pport = start_proxy('throttle_proxy.pl', $dir, $control, $plog);
 
 my $coll = 'cs_t158';
 # the worker's own backoff is short: only the server's Retry-After can make it wait seconds

@@ -22,7 +22,7 @@ use Time::HiRes qw(sleep time);
 our @EXPORT = qw(new_node mirror_04_date_filter make_table fresh_collection mirror assert_equal
   wait_for poll_query status_row worker_pid wait_for_new_worker
   log_offset assert_no_crash diagnostics chroma_stop chroma_start chroma_kill_restart
-  crash_restart_cluster set_conf insert_rows finish);
+  crash_restart_cluster set_conf insert_rows start_proxy finish);
 
 my $url = $ENV{CHROMA_URL}
   or BAIL_OUT('CHROMA_URL is not set: run the TAP tests through test/run_all.sh');
@@ -310,6 +310,29 @@ ORDER BY coalesce(tid, cid) LIMIT 10}, timeout => 300));
 	}
 	diagnostics($node) unless $all;
 	return $all;
+}
+
+# A proxy of test/lib (late_proxy.pl, throttle_proxy.pl) in front of the harness's Chroma
+# server, started with DIR/port for its port file, then ARGS; returns the port it listens
+# on. It is stopped when the test ends.
+my @proxies;
+END { kill 'TERM', @proxies if @proxies; }
+
+sub start_proxy
+{
+	my ($script, $dir, @args) = @_;
+	my $pid = fork();
+	die "fork: $!" unless defined $pid;
+	if ($pid == 0)
+	{
+		exec('perl', "$ENV{CHROMA_SYNC_ROOT}/test/lib/$script", $ENV{CHROMA_PORT}, "$dir/port", @args)
+		  or die "exec: $!";
+	}
+	push @proxies, $pid;
+	wait_for("$script listens", 10, sub { -s "$dir/port" }) or BAIL_OUT("$script did not start");
+	my $port = PostgreSQL::Test::Utils::slurp_file("$dir/port");
+	chomp $port;
+	return $port;
 }
 
 # The end of a test: no crash since $offset, diagnostics when anything failed, stop.
