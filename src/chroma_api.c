@@ -461,6 +461,9 @@ chroma_parse_collection(Jsonb *obj, ChromaCollection *out)
 	v = chroma_jsonb_get(obj, "metadata");
 	if (v != NULL && v->type == jbvBinary)
 		out->metadata = JsonbValueToJsonb(v);
+	v = chroma_jsonb_get(obj, "configuration_json");
+	if (v != NULL && v->type == jbvBinary)
+		out->configuration = JsonbValueToJsonb(v);
 	if (out->id == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_JSON_TEXT),
@@ -489,9 +492,18 @@ chroma_api_get_collection(const char *name, ChromaCollection *out, bool missing_
 	return true;
 }
 
+/* A jsonb argument as JSON text in UTF-8, for a request body. */
+static void
+append_jsonb_utf8(StringInfo s, Jsonb *j)
+{
+	char	   *t = JsonbToCString(NULL, &j->root, VARSIZE(j));
+
+	appendStringInfoString(s, pg_server_to_any(t, strlen(t), PG_UTF8));
+}
+
 void
 chroma_api_create_collection(const char *name, Jsonb *metadata, const char *space,
-						 bool get_or_create, ChromaCollection *out)
+							 Jsonb *configuration, bool get_or_create, ChromaCollection *out)
 {
 	StringInfoData s;
 	ChromaResponse resp;
@@ -502,14 +514,15 @@ chroma_api_create_collection(const char *name, Jsonb *metadata, const char *spac
 	escape_json(&s, name);
 	appendStringInfoString(&s, ",\"metadata\":");
 	if (metadata)
-	{
-		char	   *m = JsonbToCString(NULL, &metadata->root, VARSIZE(metadata));
-
-		appendStringInfoString(&s, pg_server_to_any(m, strlen(m), PG_UTF8));
-	}
+		append_jsonb_utf8(&s, metadata);
 	else
 		appendStringInfoString(&s, "null");
-	if (space)
+	if (configuration)
+	{
+		appendStringInfoString(&s, ",\"configuration\":");
+		append_jsonb_utf8(&s, configuration);
+	}
+	else if (space)
 	{
 		appendStringInfoString(&s, ",\"configuration\":{\"hnsw\":{\"space\":");
 		escape_json(&s, space);
@@ -526,6 +539,41 @@ chroma_api_create_collection(const char *name, Jsonb *metadata, const char *spac
 	if (resp.kind != CHROMA_OK)
 		chroma_raise(&resp, psprintf("create collection \"%s\"", name));
 	chroma_parse_collection(chroma_parse_body(&resp, "create a collection"), out);
+}
+
+void
+chroma_api_modify_collection(const char *id, const char *new_name, Jsonb *new_metadata,
+							 Jsonb *new_configuration)
+{
+	StringInfoData s;
+	ChromaResponse resp;
+
+	initStringInfo(&s);
+	appendStringInfoChar(&s, '{');
+	if (new_name)
+	{
+		appendStringInfoString(&s, "\"new_name\":");
+		escape_json(&s, new_name);
+	}
+	if (new_metadata)
+	{
+		appendStringInfoString(&s, s.len > 1 ? ",\"new_metadata\":" : "\"new_metadata\":");
+		append_jsonb_utf8(&s, new_metadata);
+	}
+	if (new_configuration)
+	{
+		appendStringInfoString(&s, s.len > 1 ? ",\"new_configuration\":" : "\"new_configuration\":");
+		append_jsonb_utf8(&s, new_configuration);
+	}
+	appendStringInfoChar(&s, '}');
+	chroma_call("PUT", psprintf("%s/%s", chroma_collections_url(), id), s.data, s.len, &resp);
+	if (resp.kind == CHROMA_CONFLICT)
+		ereport(ERROR,
+				(errcode(ERRCODE_DUPLICATE_OBJECT),
+				 errmsg("Chroma collection \"%s\" already exists", new_name ? new_name : ""),
+				 errhint("Choose another new_name.")));
+	if (resp.kind != CHROMA_OK)
+		chroma_raise(&resp, "modify a collection");
 }
 
 /* The number of records in a collection (by id). */

@@ -42,6 +42,7 @@ typedef struct ChromaCollection
 	char	   *name;
 	int			dimension;		/* 0 until the first write */
 	Jsonb	   *metadata;		/* NULL when none */
+	Jsonb	   *configuration;	/* the server's configuration_json; NULL when none */
 } ChromaCollection;
 
 /* Base URL of the server, without a trailing slash (palloc'd). */
@@ -81,8 +82,12 @@ extern int	chroma_effective_batch_size(void);
 extern void chroma_check_collection_name(const char *name);
 
 extern bool chroma_api_get_collection(const char *name, ChromaCollection *out, bool missing_ok);
+extern void chroma_api_modify_collection(const char *id, const char *new_name, Jsonb *new_metadata,
+										 Jsonb *new_configuration);
+/* configuration (checked by chroma_check_configuration) wins over space; both may be NULL */
 extern void chroma_api_create_collection(const char *name, Jsonb *metadata, const char *space,
-									 bool get_or_create, ChromaCollection *out);
+										 Jsonb *configuration, bool get_or_create,
+										 ChromaCollection *out);
 extern int64 chroma_api_count(const char *collection_id);
 extern bool chroma_api_delete_collection(const char *name, bool missing_ok);
 /* Replaces the collection's metadata (Chroma's update replaces, it does not merge). */

@@ -15,12 +15,15 @@
 
 #include "chroma_api.h"
 #include "chroma_sync.h"
+#include "collection_config.h"
 
 PG_FUNCTION_INFO_V1(chroma_server_info);
 PG_FUNCTION_INFO_V1(chroma_heartbeat);
 PG_FUNCTION_INFO_V1(chroma_create_collection);
 PG_FUNCTION_INFO_V1(chroma_delete_collection);
 PG_FUNCTION_INFO_V1(chroma_list_collections);
+PG_FUNCTION_INFO_V1(chroma_modify_collection);
+PG_FUNCTION_INFO_V1(chroma_collection);
 
 static Datum
 uuid_datum(const char *s)
@@ -77,6 +80,7 @@ chroma_create_collection(PG_FUNCTION_ARGS)
 {
 	char	   *name;
 	Jsonb	   *metadata = NULL;
+	Jsonb	   *configuration = NULL;
 	char	   *space = NULL;
 	bool		get_or_create = PG_ARGISNULL(3) ? true : PG_GETARG_BOOL(3);
 	ChromaCollection coll;
@@ -105,8 +109,142 @@ chroma_create_collection(PG_FUNCTION_ARGS)
 					 errmsg("unknown distance space \"%s\"", space),
 					 errhint("Use \"l2\", \"cosine\" or \"ip\".")));
 	}
-	chroma_api_create_collection(name, metadata, space, get_or_create, &coll);
+	/* configuration: a new last argument in 0.5 */
+	if (PG_NARGS() > 4 && !PG_ARGISNULL(4))
+	{
+		char	   *cspace;
+
+		configuration = PG_GETARG_JSONB_P(4);
+		chroma_check_configuration("configuration", configuration, false);
+		cspace = chroma_configuration_space(configuration);
+		if (space != NULL && (cspace == NULL || strcmp(cspace, space) != 0))
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("space \"%s\" is not the space of the configuration", space),
+					 errhint("Give the space in the configuration alone, e.g. {\"hnsw\": {\"space\": \"%s\"}}.",
+							 space)));
+	}
+	chroma_api_create_collection(name, metadata, space, configuration, get_or_create, &coll);
 	PG_RETURN_DATUM(uuid_datum(coll.id));
+}
+
+/* The object arguments of chroma_modify_collection: NULL, or a JSON object. */
+static Jsonb *
+object_arg(FunctionCallInfo fcinfo, int n, const char *name)
+{
+	Jsonb	   *j;
+
+	if (PG_ARGISNULL(n))
+		return NULL;
+	j = PG_GETARG_JSONB_P(n);
+	if (!JB_ROOT_IS_OBJECT(j) || JB_ROOT_IS_SCALAR(j))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s must be a JSON object", name)));
+	return j;
+}
+
+Datum
+chroma_modify_collection(PG_FUNCTION_ARGS)
+{
+	char	   *name;
+	char	   *new_name = NULL;
+	Jsonb	   *new_metadata = object_arg(fcinfo, 2, "new_metadata");
+	Jsonb	   *new_configuration = object_arg(fcinfo, 3, "new_configuration");
+	ChromaCollection coll;
+
+	if (PG_ARGISNULL(0))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("name must not be null")));
+	name = text_to_cstring(PG_GETARG_TEXT_PP(0));
+	chroma_check_collection_name(name);
+	if (!PG_ARGISNULL(1))
+	{
+		new_name = text_to_cstring(PG_GETARG_TEXT_PP(1));
+		chroma_check_collection_name(new_name);
+	}
+	if (new_configuration)
+		chroma_check_configuration("new_configuration", new_configuration, true);
+	if (new_name == NULL && new_metadata == NULL && new_configuration == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("nothing to modify in collection \"%s\"", name),
+				 errhint("Give new_name, new_metadata or new_configuration.")));
+	chroma_api_get_collection(name, &coll, false);
+	if (new_name != NULL && strcmp(new_name, name) != 0)
+	{
+		ChromaCollection other;
+
+		/* the server answers a taken name with a 500 */
+		if (chroma_api_get_collection(new_name, &other, true))
+			ereport(ERROR,
+					(errcode(ERRCODE_DUPLICATE_OBJECT),
+					 errmsg("Chroma collection \"%s\" already exists", new_name),
+					 errhint("Choose another new_name.")));
+	}
+	chroma_api_modify_collection(coll.id, new_name, new_metadata, new_configuration);
+	PG_RETURN_VOID();
+}
+
+Datum
+chroma_collection(PG_FUNCTION_ARGS)
+{
+	ChromaCollection coll;
+	JsonbParseState *state = NULL;
+	JsonbValue	k;
+	JsonbValue	v;
+
+	chroma_api_get_collection(text_to_cstring(PG_GETARG_TEXT_PP(0)), &coll, false);
+#define PUT_KEY(str) \
+	do { \
+		k.type = jbvString; \
+		k.val.string.val = (str); \
+		k.val.string.len = strlen(str); \
+		(void) pushJsonbValue(&state, WJB_KEY, &k); \
+	} while (0)
+	(void) pushJsonbValue(&state, WJB_BEGIN_OBJECT, NULL);
+	PUT_KEY("id");
+	v.type = jbvString;
+	v.val.string.val = coll.id;
+	v.val.string.len = strlen(coll.id);
+	(void) pushJsonbValue(&state, WJB_VALUE, &v);
+	PUT_KEY("name");
+	v.type = jbvString;
+	v.val.string.val = coll.name ? coll.name : "";
+	v.val.string.len = strlen(v.val.string.val);
+	(void) pushJsonbValue(&state, WJB_VALUE, &v);
+	PUT_KEY("dimension");
+	if (coll.dimension > 0)
+	{
+		v.type = jbvNumeric;
+		v.val.numeric = int64_to_numeric(coll.dimension);
+	}
+	else
+		v.type = jbvNull;
+	(void) pushJsonbValue(&state, WJB_VALUE, &v);
+	PUT_KEY("metadata");
+	if (coll.metadata)
+	{
+		v.type = jbvBinary;
+		v.val.binary.data = &coll.metadata->root;
+		v.val.binary.len = VARSIZE(coll.metadata) - VARHDRSZ;
+	}
+	else
+		v.type = jbvNull;
+	(void) pushJsonbValue(&state, WJB_VALUE, &v);
+	PUT_KEY("configuration");
+	if (coll.configuration)
+	{
+		v.type = jbvBinary;
+		v.val.binary.data = &coll.configuration->root;
+		v.val.binary.len = VARSIZE(coll.configuration) - VARHDRSZ;
+	}
+	else
+		v.type = jbvNull;
+	(void) pushJsonbValue(&state, WJB_VALUE, &v);
+#undef PUT_KEY
+	PG_RETURN_JSONB_P(JsonbValueToJsonb(pushJsonbValue(&state, WJB_END_OBJECT, NULL)));
 }
 
 Datum

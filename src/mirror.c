@@ -476,7 +476,7 @@ chroma_mirror(PG_FUNCTION_ARGS)
 				 errhint("Commit first, or mirror into another collection.")));
 
 	/* The collection (network): created if missing, its dimension fixes the mirror's. */
-	chroma_api_create_collection(collection, NULL, NULL, true, &coll);
+	chroma_api_create_collection(collection, NULL, NULL, NULL, true, &coll);
 	ownership_claim(&coll, ownership_tag(mirror_system_identifier(), MyDatabaseId, relid), adopt);
 
 	/*
@@ -1085,7 +1085,7 @@ chroma_adopt(PG_FUNCTION_ARGS)
 	 */
 	filter_node = m->filter && mirror_filter_binds() ? mirror_filter_derive(m) : NULL;
 
-	chroma_api_create_collection(m->collection, NULL, NULL, true, &coll);
+	chroma_api_create_collection(m->collection, NULL, NULL, NULL, true, &coll);
 	ownership_claim(&coll, ownership_tag(sysid, MyDatabaseId, relid), true);
 
 	chroma_become_extension_owner(&su);

@@ -1040,7 +1040,7 @@ ensure_collection(MirrorConfig *m, MirrorState *st, TimestampTz *wake_at)
 		}
 		return true;
 	}
-	chroma_api_create_collection(m->collection, NULL, NULL, true, &coll);
+	chroma_api_create_collection(m->collection, NULL, NULL, NULL, true, &coll);
 	ownership_claim(&coll, ownership_tag(m->system_identifier, m->database_oid, m->relid), false);
 	sync_begin_txn();
 	{

@@ -1,0 +1,19 @@
+/*
+ * collection_config.h — a collection's index configuration, checked before it is sent.
+ */
+#ifndef CHROMA_SYNC_COLLECTION_CONFIG_H
+#define CHROMA_SYNC_COLLECTION_CONFIG_H
+
+#include "utils/jsonb.h"
+
+/*
+ * Raises a clear error unless cfg is {"hnsw": {...}} or {"spann": {...}} with known HNSW
+ * keys and sound values; modify: only what a modification may change. arg names the
+ * argument in messages ("configuration").
+ */
+extern void chroma_check_configuration(const char *arg, Jsonb *cfg, bool modify);
+
+/* The "space" the configuration names (in hnsw or spann), or NULL. */
+extern char *chroma_configuration_space(Jsonb *cfg);
+
+#endif
