@@ -143,7 +143,9 @@ ALTER TABLE chroma_sync.mirror
 	ADD COLUMN filter_refs text[],
 	-- a filter stored by 0.4 as text: the table's name when its columns were recorded
 	-- (the text may qualify them with it; the worker binds it under that name)
-	ADD COLUMN filter_relname name;
+	ADD COLUMN filter_relname name,
+	-- and DDL ran before the worker bound it (see the end of this script)
+	ADD COLUMN filter_ddl_after_update boolean NOT NULL DEFAULT false;
 
 -- After ALTER TABLE on a mirrored table: follow renames that change nothing sent, pause
 -- on any other change of the mirrored columns (or of the filter's).
@@ -328,3 +330,89 @@ FROM chroma_sync.mirror m,
 						THEN 18446744073709551616 ELSE 0 END)::pg_catalog.text	-- unsigned, as the worker prints it
 				FROM pg_catalog.pg_control_system() c)
 			OR m.source_oid OPERATOR(pg_catalog.<>) m.source::pg_catalog.oid AS elsewhere) r;
+
+-- ===== Collections: index configuration (issue 19) =====
+-- chroma_create_collection takes configuration (a new last argument: created again, with
+-- the EXECUTE grants of the old one); chroma_modify_collection changes a collection's
+-- name, metadata or configuration; chroma_collection reads one, configuration included.
+CREATE TEMPORARY TABLE chroma_sync_collection_grants ON COMMIT DROP AS
+	SELECT a.grantee, a.is_grantable
+	FROM pg_catalog.pg_proc AS p, LATERAL pg_catalog.aclexplode(p.proacl) AS a
+	WHERE p.oid OPERATOR(pg_catalog.=)
+			'chroma_create_collection(text, jsonb, text, boolean)'::pg_catalog.regprocedure::pg_catalog.oid
+		AND a.grantee OPERATOR(pg_catalog.<>) p.proowner
+		AND a.privilege_type OPERATOR(pg_catalog.=) 'EXECUTE';
+
+DROP FUNCTION chroma_create_collection(text, jsonb, text, boolean);
+
+CREATE FUNCTION chroma_create_collection(name text, metadata jsonb DEFAULT NULL,
+	space text DEFAULT NULL, get_or_create boolean DEFAULT true,
+	configuration jsonb DEFAULT NULL) RETURNS uuid
+	AS 'MODULE_PATHNAME', 'chroma_create_collection' LANGUAGE C VOLATILE;
+
+CREATE FUNCTION chroma_modify_collection(name text, new_name text DEFAULT NULL,
+	new_metadata jsonb DEFAULT NULL, new_configuration jsonb DEFAULT NULL) RETURNS void
+	AS 'MODULE_PATHNAME', 'chroma_modify_collection' LANGUAGE C VOLATILE;
+
+-- {"id", "name", "dimension", "metadata", "configuration"} of one collection
+CREATE FUNCTION chroma_collection(name text) RETURNS jsonb
+	AS 'MODULE_PATHNAME', 'chroma_collection' LANGUAGE C VOLATILE STRICT;
+
+-- Every function here reaches the network: a DBA grants them explicitly.
+REVOKE ALL ON FUNCTION
+	chroma_create_collection(text, jsonb, text, boolean, jsonb),
+	chroma_modify_collection(text, text, jsonb, jsonb),
+	chroma_collection(text)
+FROM PUBLIC;
+
+DO $$
+DECLARE
+	g record;
+BEGIN
+	FOR g IN SELECT * FROM pg_temp.chroma_sync_collection_grants LOOP
+		EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION %s TO %s%s',
+			'chroma_create_collection(text, jsonb, text, boolean, jsonb)'::pg_catalog.regprocedure,
+			CASE WHEN g.grantee OPERATOR(pg_catalog.=) 0::pg_catalog.oid THEN 'PUBLIC'
+				ELSE g.grantee::pg_catalog.regrole::pg_catalog.text END,
+			CASE WHEN g.is_grantable THEN ' WITH GRANT OPTION' ELSE '' END);
+	END LOOP;
+END
+$$;
+DROP TABLE pg_temp.chroma_sync_collection_grants;
+
+-- ===== A 0.4 filter's text and the DDL run before its binding (issue 15) =====
+-- The worker binds a filter stored by 0.4 as text the first time it loads the mirror after
+-- this update. DDL run before that may change what its names mean: a column, function,
+-- type field or schema renamed (or swapped by renames), an overload created or dropped.
+-- Any such DDL marks the unbound filters, and the worker then refuses to bind them; the
+-- mirror pauses saying why, and chroma_resume() of a mirror paused so binds the text as
+-- its names read then (TAP 160-169). Last in this script: its own DDL does not count.
+CREATE FUNCTION chroma_sync.on_ddl_unbound_filters() RETURNS event_trigger
+	LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+	IF NOT (pg_catalog.starts_with(TG_TAG, 'ALTER ') OR pg_catalog.starts_with(TG_TAG, 'DROP ')
+			OR TG_TAG OPERATOR(pg_catalog.=) ANY (ARRAY['CREATE FUNCTION', 'CREATE PROCEDURE',
+				'CREATE AGGREGATE', 'CREATE OPERATOR', 'CREATE OPERATOR CLASS',
+				'CREATE OPERATOR FAMILY', 'CREATE CAST', 'CREATE TYPE', 'CREATE DOMAIN',
+				'CREATE COLLATION', 'CREATE CONVERSION', 'CREATE SCHEMA', 'CREATE EXTENSION',
+				'CREATE TEXT SEARCH CONFIGURATION', 'CREATE TEXT SEARCH DICTIONARY',
+				'CREATE TEXT SEARCH PARSER', 'CREATE TEXT SEARCH TEMPLATE', 'CREATE TRANSFORM',
+				'CREATE LANGUAGE', 'CREATE ACCESS METHOD'])) THEN
+		RETURN;
+	END IF;
+	-- this very update (its ALTER EXTENSION ends after the trigger exists)
+	IF TG_TAG OPERATOR(pg_catalog.=) 'ALTER EXTENSION' AND EXISTS (
+			SELECT FROM pg_catalog.pg_event_trigger_ddl_commands() c, pg_catalog.pg_extension e
+			WHERE c.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_extension'::pg_catalog.regclass
+				AND c.objid OPERATOR(pg_catalog.=) e.oid
+				AND e.extname OPERATOR(pg_catalog.=) 'chroma_sync') THEN
+		RETURN;
+	END IF;
+	UPDATE chroma_sync.mirror SET filter_ddl_after_update = true
+		WHERE filter IS NOT NULL AND filter_node IS NULL AND NOT filter_ddl_after_update;
+END
+$$;
+REVOKE ALL ON FUNCTION chroma_sync.on_ddl_unbound_filters() FROM PUBLIC;
+CREATE EVENT TRIGGER chroma_sync_unbound_filters ON ddl_command_end
+	EXECUTE FUNCTION chroma_sync.on_ddl_unbound_filters();
+ALTER EVENT TRIGGER chroma_sync_unbound_filters ENABLE ALWAYS;

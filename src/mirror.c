@@ -793,10 +793,21 @@ set_paused(FunctionCallInfo fcinfo, bool paused)
 				 "paused_reason = 'paused by chroma_pause()' WHERE mirror_id = $1 AND $2",
 				 2, types, values, SPI_OK_UPDATE);
 	else
+	{
 		spi_exec("UPDATE chroma_sync.mirror SET paused = false, paused_reason = NULL, "
 				 "in_error = false, last_error = NULL, last_error_at = NULL "
 				 "WHERE mirror_id = $1 AND NOT $2",
 				 2, types, values, SPI_OK_UPDATE);
+		/*
+		 * Paused because DDL ran before the worker bound a 0.4 filter: resuming it is the
+		 * user's word that the text's names mean what they did (TAP 160).
+		 */
+		if (m->filter_ddl_after_update && m->paused && m->paused_reason != NULL &&
+			strncmp(m->paused_reason, MIRROR_FILTER_DDL_REASON, strlen(MIRROR_FILTER_DDL_REASON)) == 0)
+			spi_exec("UPDATE chroma_sync.mirror SET filter_ddl_after_update = false "
+					 "WHERE mirror_id = $1 AND NOT $2",
+					 2, types, values, SPI_OK_UPDATE);
+	}
 	SPI_finish();
 	chroma_restore_user(&su);
 	chroma_bump_config();

@@ -157,6 +157,12 @@ config_from_tuple(HeapTuple tup, TupleDesc td, const char *sysid)
 	m->filter = SPI_getvalue(tup, td, 18);
 	m->filter_node = SPI_getvalue(tup, td, 19);
 	m->filter_relname = SPI_getvalue(tup, td, SPI_fnumber(td, "filter_relname"));
+	m->paused_reason = SPI_getvalue(tup, td, SPI_fnumber(td, "paused_reason"));
+	{
+		char	   *ddl = SPI_getvalue(tup, td, SPI_fnumber(td, "filter_ddl"));
+
+		m->filter_ddl_after_update = ddl != NULL && strcmp(ddl, "true") == 0;
+	}
 	{
 		bool		isnull_refs;
 		Datum		refs = SPI_getbinval(tup, td, 23, &isnull_refs);
@@ -218,9 +224,10 @@ load_where(const char *where, int nargs, Oid *types, Datum *values)
 	List	   *result = NIL;
 	MemoryContext caller = CurrentMemoryContext;
 	char	   *sysid = mirror_system_identifier();
-	char	   *sql = psprintf("SELECT " MIRROR_COLUMNS "%s, backfill_started_at, column_types, "
+	char	   *sql = psprintf("SELECT " MIRROR_COLUMNS "%s, backfill_started_at, column_types, paused_reason, "
 						   /* 0.5: filter_relname, NULL before the update */
-						   "pg_catalog.to_jsonb(m) OPERATOR(pg_catalog.->>) 'filter_relname' AS filter_relname "
+						   "pg_catalog.to_jsonb(m) OPERATOR(pg_catalog.->>) 'filter_relname' AS filter_relname, "
+						   "pg_catalog.to_jsonb(m) OPERATOR(pg_catalog.->>) 'filter_ddl_after_update' AS filter_ddl "
 						   "FROM chroma_sync.mirror m %s ORDER BY mirror_id",
 						   mirror_columns_by_name_exist() ? MIRROR_COLUMNS_BY_NAME : MIRROR_COLUMNS_NONE,
 						   where);

@@ -58,6 +58,7 @@ typedef struct MirrorConfig
 	int			nknown;
 	char	  **known_keys;		/* metadata keys ever sent */
 	bool		paused;
+	char	   *paused_reason;	/* why, when paused (NULL: not given) */
 	bool		backfill_done;
 	char	   *backfill_after; /* NULL: from the start */
 
@@ -77,6 +78,9 @@ typedef struct MirrorConfig
 	int			nfilter_refs;
 	char	   *filter_relname; /* a 0.4 text: the table's name when the update recorded
 								 * the columns it reads (NULL: none recorded) */
+	bool		filter_ddl_after_update;	/* a 0.4 text, and DDL ran before its
+											 * binding: not bound until confirmed */
+	bool		filter_needs_confirmation;	/* its binding was refused for that */
 	char	   *filter_node_derived;	/* the tree bound again from the text (mirror_filter_bound) */
 	char	   *filter_sql;		/* the filter in generated SQL (mirror_filter_sql) */
 	bool		filter_invalid; /* the stored filter failed that check */
@@ -258,6 +262,12 @@ extern char *mirror_filter_text_now(MirrorConfig *m);
  * settings 0.4's worker read the text with; elsewhere it is refused until then.
  */
 extern bool mirror_filter_in_worker;
+
+/*
+ * The pause reason of a 0.4 filter not bound because DDL ran first; chroma_resume() of a
+ * mirror paused with it confirms the text as its names read now.
+ */
+#define MIRROR_FILTER_DDL_REASON "DDL ran after ALTER EXTENSION chroma_sync UPDATE and before the sync worker bound the filter"
 
 /* Whether filters are bound (the catalog is 0.5's: filter_node, chroma_sync_filter.match). */
 extern bool mirror_filter_binds(void);

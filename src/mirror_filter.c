@@ -571,6 +571,23 @@ check_04_text(MirrorConfig *m, const char *node)
 						m->mirror_id),
 				 errdetail("ALTER EXTENSION chroma_sync UPDATE records the columns a filter stored as text reads, by name; it could not for this mirror."),
 				 errhint("Unmirror the table and mirror it again.")));
+	/*
+	 * DDL since the update may have changed what the text's names mean, in ways no record
+	 * of columns can tell (a function or a type's field swapped by renames, an overload
+	 * created or dropped, a column renamed to the table's name: TAP 160-169). The user
+	 * confirms the text with chroma_resume() of the mirror paused for it.
+	 */
+	if (now->filter_ddl_after_update)
+	{
+		m->filter_needs_confirmation = true;
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg(MIRROR_FILTER_DDL_REASON " \"%s\", stored by chroma_sync 0.4 as text", m->filter),
+				 errdetail("Its names may now mean other columns, functions or types than they did."),
+				 errhint("Check that they still mean what they did, then run chroma_resume('%s') to bind it so; or unmirror the table and mirror it again.",
+						 quote_qualified_identifier(get_namespace_name(get_rel_namespace(m->relid)),
+													get_rel_name(m->relid)))));
+	}
 	for (int i = 0; i < now->ncolumns; i++)
 	{
 		MirrorColumn *c = &now->columns[i];
@@ -609,12 +626,15 @@ mirror_filter_derive(MirrorConfig *m)
 	 * text reads (e.m = 'happy', TAP 153): bound under that name, as the update parsed it,
 	 * if the table was renamed since.
 	 */
-	if (m->filter_refs == NULL && m->filter_node == NULL && m->filter_relname != NULL)
+	if (m->filter_refs == NULL && m->filter_node == NULL)
 	{
+		/* as the catalog has it now: the update may have committed since m was loaded (TAP 166) */
+		MirrorConfig *now = mirror_load(m->mirror_id);
 		char	   *rel = get_rel_name(m->relid);
 
-		if (rel != NULL && strcmp(rel, m->filter_relname) != 0)
-			alias = m->filter_relname;
+		if (now != NULL && now->filter_relname != NULL && rel != NULL &&
+			strcmp(rel, now->filter_relname) != 0)
+			alias = now->filter_relname;
 	}
 	/* text recorded with its references was written with the fixed settings: read it so */
 	(void) canonical(m->relid, m->filter, NULL, m->filter_refs != NULL, alias, &node);

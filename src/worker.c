@@ -640,7 +640,13 @@ run_step(MirrorConfig *m, MirrorState *st, TimestampTz *wake_at, MemoryContext s
 		/* a key refused (401/403) on any request: no retry helps, like a refused batch */
 		pause = edata->sqlerrcode == ERRCODE_INVALID_AUTHORIZATION_SPECIFICATION;
 		/* a stored filter that no longer passes its check: no retry helps either */
-		if (m->filter_invalid)
+		if (m->filter_needs_confirmation)
+		{
+			/* DDL before the binding of a 0.4 text: the reason says what confirms it */
+			pause = true;
+			message = edata->hint ? psprintf("%s: %s", edata->message, edata->hint) : edata->message;
+		}
+		else if (m->filter_invalid)
 		{
 			pause = true;
 			message = psprintf("the stored filter \"%s\" is refused (re-create the mirror): %s",

@@ -22,7 +22,7 @@ use Time::HiRes qw(sleep time);
 our @EXPORT = qw(new_node mirror_04_date_filter make_table fresh_collection mirror assert_equal
   wait_for poll_query status_row worker_pid wait_for_new_worker
   log_offset assert_no_crash diagnostics chroma_stop chroma_start chroma_kill_restart
-  crash_restart_cluster set_conf insert_rows start_proxy finish);
+  crash_restart_cluster set_conf insert_rows start_proxy confirm_04_filter finish);
 
 my $url = $ENV{CHROMA_URL}
   or BAIL_OUT('CHROMA_URL is not set: run the TAP tests through test/run_all.sh');
@@ -310,6 +310,31 @@ ORDER BY coalesce(tid, cid) LIMIT 10}, timeout => 300));
 	}
 	diagnostics($node) unless $all;
 	return $all;
+}
+
+# A 0.4 text filter when DDL ran between ALTER EXTENSION UPDATE and its binding: the
+# mirror of TABLE (in database postgres, its only mirror with that table) pauses saying
+# so and naming chroma_resume(); resumed, the worker binds the text as its names read now.
+# Returns what the binding left: "bound", or "paused: <reason>".
+sub confirm_04_filter
+{
+	my ($node, $table) = @_;
+	my $row = sub {
+		$node->safe_psql('postgres', qq{SELECT (filter_node IS NOT NULL)::text || ' ' || paused::text || ' '
+			|| coalesce(paused_reason, '') FROM chroma_sync.mirror WHERE source = '$table'::regclass});
+	};
+	ok(wait_for("the mirror of $table pauses for the DDL before the binding", 60,
+		sub { $row->() =~ /^false true DDL ran after ALTER EXTENSION chroma_sync UPDATE and before the sync worker bound the filter/ }),
+		"DDL before the binding: the filter of $table is not bound, the mirror pauses saying why");
+	like($row->(), qr/then run chroma_resume\('[^']+'\) to bind it so/, 'the reason says how to confirm the text');
+	$node->safe_psql('postgres', "SELECT chroma_resume('$table')");
+	my $state = '';
+	wait_for("the worker binds the confirmed filter of $table", 60, sub {
+		my $r = $row->();
+		$state = $r =~ /^true false/ ? 'bound' : $r =~ /^false true (.*)/s ? "paused: $1" : '';
+		return $state ne '';
+	});
+	return $state;
 }
 
 # A proxy of test/lib (late_proxy.pl, throttle_proxy.pl) in front of the harness's Chroma

@@ -76,7 +76,9 @@ if (q1(q{SELECT (filter_node IS NOT NULL)::text FROM chroma_sync.mirror}) eq 'tr
 else
 {
 	pass('the text is not bound to the other field');
-	pass('(not bound)');
+	like(q1(q{SELECT paused_reason FROM chroma_sync.mirror}),
+		qr/^DDL ran after ALTER EXTENSION chroma_sync UPDATE and before the sync worker bound the filter/,
+		'the mirror is paused for the DDL before the binding');
 	pass('(not bound)');
 }
 
