@@ -328,3 +328,11 @@ FROM chroma_sync.mirror m,
 						THEN 18446744073709551616 ELSE 0 END)::pg_catalog.text	-- unsigned, as the worker prints it
 				FROM pg_catalog.pg_control_system() c)
 			OR m.source_oid OPERATOR(pg_catalog.<>) m.source::pg_catalog.oid AS elsewhere) r;
+
+-- ===== chroma_delete_where (issue 19) =====
+-- Deletes the records matching a metadata filter and/or a document filter (at least one),
+-- and returns how many were deleted.
+CREATE FUNCTION chroma_delete_where(collection text, "where" jsonb DEFAULT NULL,
+	where_document jsonb DEFAULT NULL) RETURNS bigint
+	AS 'MODULE_PATHNAME', 'chroma_delete_where' LANGUAGE C VOLATILE;
+REVOKE EXECUTE ON FUNCTION chroma_delete_where(text, jsonb, jsonb) FROM PUBLIC;
