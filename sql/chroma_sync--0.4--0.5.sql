@@ -380,6 +380,14 @@ END
 $$;
 DROP TABLE pg_temp.chroma_sync_collection_grants;
 
+-- ===== chroma_delete_where (issue 19) =====
+-- Deletes the records matching a metadata filter and/or a document filter (at least one),
+-- and returns how many were deleted.
+CREATE FUNCTION chroma_delete_where(collection text, "where" jsonb DEFAULT NULL,
+	where_document jsonb DEFAULT NULL) RETURNS bigint
+	AS 'MODULE_PATHNAME', 'chroma_delete_where' LANGUAGE C VOLATILE;
+REVOKE EXECUTE ON FUNCTION chroma_delete_where(text, jsonb, jsonb) FROM PUBLIC;
+
 -- ===== A 0.4 filter's text and the DDL run before its binding (issue 15) =====
 -- The worker binds a filter stored by 0.4 as text the first time it loads the mirror after
 -- this update. DDL run before that may change what its names mean: a column, function,

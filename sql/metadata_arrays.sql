@@ -24,12 +24,16 @@ SELECT * FROM arrays_try($$SELECT chroma_upsert('regress_arrays', ARRAY['p1', 'p
 SELECT * FROM arrays_try($$SELECT chroma_upsert('regress_arrays', ARRAY['p1', 'p2'], ARRAY[[1, 1], [2, 2]]::real[], NULL, ARRAY['{"ok": "x"}', '{"a": ["x", null]}']::jsonb[])$$);
 SELECT * FROM arrays_try($$SELECT chroma_upsert('regress_arrays', ARRAY['p1', 'p2'], ARRAY[[1, 1], [2, 2]]::real[], NULL, ARRAY['{"ok": "x"}', '{"a": []}']::jsonb[])$$);
 SELECT * FROM arrays_try($$SELECT chroma_upsert('regress_arrays', ARRAY['p1', 'p2'], ARRAY[[1, 1], [2, 2]]::real[], NULL, ARRAY['{"ok": "x"}', '{"a": [9223372036854775808]}']::jsonb[])$$);
+-- an integer and a whole number beyond int64 sent as a float; a number beyond a double's range
+SELECT * FROM arrays_try($$SELECT chroma_upsert('regress_arrays', ARRAY['p1', 'p2'], ARRAY[[1, 1], [2, 2]]::real[], NULL, ARRAY['{"ok": "x"}', '{"a": [1, 1e20]}']::jsonb[])$$);
+SELECT * FROM arrays_try($$SELECT chroma_upsert('regress_arrays', ARRAY['p1', 'p2'], ARRAY[[1, 1], [2, 2]]::real[], NULL, ARRAY['{"ok": "x"}', '{"a": [0.5, 1e-400]}']::jsonb[])$$);
 
--- Homogeneous arrays: accepted and read back unchanged by the new server only.
+-- Homogeneous arrays: accepted and read back unchanged by the new server only (a float
+-- with more digits than a double holds as that double).
 SELECT cs_try($$SELECT chroma_upsert('regress_arrays', ARRAY['s', 'i', 'f', 'b'],
 	ARRAY[[1, 1], [2, 2], [3, 3], [4, 4]]::real[], NULL,
 	ARRAY['{"a": ["x", "ключ", "😀"]}', '{"a": [1, -2, 9223372036854775807]}',
-		'{"a": [0.5, 2.0, 1.25e-7]}', '{"a": [true, false]}']::jsonb[])$$) AS result;
+		'{"a": [0.5, 2.0, 1.25e-7, 0.33333333333333333333]}', '{"a": [true, false]}']::jsonb[])$$) AS result;
 SELECT id, metadata FROM chroma_get('regress_arrays') ORDER BY id COLLATE "C";
 
 -- Records are deleted before their collection: the new server keeps array metadata

@@ -70,6 +70,11 @@ SELECT * FROM bad($$SELECT chroma_upsert('regress_bad', ARRAY['probe', 'probe2']
 SELECT * FROM bad($$SELECT chroma_upsert('regress_bad', ARRAY['probe', 'probe2'], ARRAY[[1, 1, 1], [2, 2, 2]]::real[], NULL, ARRAY['{"ok": 1}', '{"n": -9223372036854775809}']::jsonb[])$$);
 SELECT * FROM bad($$SELECT chroma_upsert('regress_bad', ARRAY['probe', 'probe2'], ARRAY[[1, 1, 1], [2, 2, 2]]::real[], NULL, ARRAY['{"ok": 1}', '{"n": 1e309}']::jsonb[])$$);
 SELECT * FROM bad(format($$SELECT chroma_upsert('regress_bad', ARRAY['probe', 'probe2'], ARRAY[[1, 1, 1], [2, 2, 2]]::real[], NULL, ARRAY['{"ok": 1}', '{"f": 1%s.5}']::jsonb[])$$, repeat('0', 400)));
+-- a number written with a fraction is rounded to a double (metadata_numbers), except
+-- beyond a double's range (also below its smallest value); a whole number is never rounded
+SELECT * FROM bad($$SELECT chroma_upsert('regress_bad', ARRAY['probe', 'probe2'], ARRAY[[1, 1, 1], [2, 2, 2]]::real[], NULL, ARRAY['{"ok": 0.33333333333333333333}', '{"f": 1e-400}']::jsonb[])$$);
+SELECT * FROM bad($$SELECT chroma_upsert('regress_bad', ARRAY['probe', 'probe2'], ARRAY[[1, 1, 1], [2, 2, 2]]::real[], NULL, ARRAY['{"ok": 0.33333333333333333333}', '{"n": 12345678901234567890}']::jsonb[])$$);
+SELECT * FROM bad($$SELECT chroma_upsert_query('regress_bad', 'SELECT id, ARRAY[1, 1, 1]::real[] AS embedding, jsonb_build_object(''f'', CASE WHEN id = ''probe2'' THEN 1e-400 ELSE 1 / 3.0 END) AS metadata FROM unnest(ARRAY[''probe'', ''probe2'']) AS id')$$);
 SELECT * FROM bad($$SELECT chroma_update('regress_bad', ARRAY['base1'], NULL, NULL, ARRAY['{"v": 5, "chroma:x": 1}']::jsonb[])$$);
 SELECT * FROM bad($$SELECT chroma_upsert('regress_bad', ARRAY['probe', 'probe2'], ARRAY[[1, 1, 1], [2, 2, 2]]::real[], NULL, ARRAY[['{}'], ['{}']]::jsonb[])$$);
 

@@ -321,6 +321,46 @@ body_mentions(const StringInfoData *body, const char *needle)
 	return body->len > 0 && strstr(body->data, needle) != NULL;
 }
 
+/*
+ * Whether the OpenAPI document in body names `needle` inside the object of schema
+ * `schema` ("Name": {...}): its braces are matched, skipping strings.
+ */
+static bool
+schema_mentions(const StringInfoData *body, const char *schema, const char *needle)
+{
+	char	   *key = psprintf("\"%s\":", schema);
+	const char *start = body->len > 0 ? strstr(body->data, key) : NULL;
+	const char *p;
+	int			depth = 0;
+	bool		found = false;
+
+	if (start == NULL)
+		return false;
+	p = start + strlen(key);
+	while (*p == ' ' || *p == '\n' || *p == '\t' || *p == '\r')
+		p++;
+	if (*p != '{')
+		return false;
+	for (const char *q = p; *q; q++)
+	{
+		if (*q == '"')
+		{
+			if (strncmp(q, needle, strlen(needle)) == 0)
+				found = true;
+			for (q++; *q && *q != '"'; q++)
+				if (*q == '\\' && q[1])
+					q++;
+			if (!*q)
+				break;
+		}
+		else if (*q == '{')
+			depth++;
+		else if (*q == '}' && --depth == 0)
+			return found;
+	}
+	return false;
+}
+
 void
 chroma_forget_server(void)
 {
@@ -368,6 +408,11 @@ chroma_server(bool quiet)
 	chroma_call("GET", psprintf("%s/openapi.json", chroma_base_url()), NULL, 0, &resp);
 	info.supports_metadata_arrays = (resp.kind == CHROMA_OK &&
 									 body_mentions(&resp.http.body, "ListValueType"));
+	/* servers that answer a delete with {"deleted": N} describe it there too */
+	info.supports_delete_count = (resp.kind == CHROMA_OK &&
+								  schema_mentions(&resp.http.body,
+												  "DeleteCollectionRecordsResponse",
+												  "\"deleted\""));
 
 	cached_info = info;
 	if (cached_for)

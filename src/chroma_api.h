@@ -34,6 +34,7 @@ typedef struct ChromaServerInfo
 	int			max_batch_size;
 	bool		supports_base64;
 	bool		supports_metadata_arrays;
+	bool		supports_delete_count;	/* delete answers {"deleted": N} and takes limit */
 } ChromaServerInfo;
 
 typedef struct ChromaCollection

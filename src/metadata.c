@@ -46,84 +46,103 @@ chroma_metadata_check_key(const char *key, int len, const char *who)
 						len, key, who)));
 }
 
-/*
- * The number txt as a JSON float Chroma reads back as the same value: the shortest
- * decimal of its double, with a fractional part or an exponent; NULL when the double is
- * not the number (more digits than a double holds, or beyond its range): Chroma would
- * round it.
- */
-static char *
-number_as_float(Numeric num, const char *txt)
+MetadataNumber
+chroma_metadata_number(Numeric num, double *as_float)
 {
-	char		buf[DOUBLE_SHORTEST_DECIMAL_LEN + 2];
-	double		d = strtod(txt, NULL);
-	Numeric		back;
-	int			len;
+	char	   *txt;
+	char	   *end;
+	double		d;
+	MetadataNumber kind;
 
-	if (isinf(d) || isnan(d))
-		return NULL;
-	len = double_to_shortest_decimal_buf(d, buf);
-	back = DatumGetNumeric(DirectFunctionCall3(numeric_in, CStringGetDatum(buf),
-											   ObjectIdGetDatum(InvalidOid), Int32GetDatum(-1)));
-	if (DatumGetInt32(DirectFunctionCall2(numeric_cmp, NumericGetDatum(num),
-										  NumericGetDatum(back))) != 0)
-		return NULL;
-	if (strpbrk(buf, ".e") == NULL)
-		strcpy(buf + len, ".0");
-	return pstrdup(buf);
+	if (numeric_is_nan(num) || numeric_is_inf(num))
+		return METADATA_NUMBER_NOT_FINITE;
+	txt = DatumGetCString(DirectFunctionCall1(numeric_out, NumericGetDatum(num)));
+	errno = 0;
+	if (strchr(txt, '.') == NULL)
+	{
+		(void) strtoll(txt, &end, 10);
+		if (errno != ERANGE && *end == '\0')
+		{
+			pfree(txt);
+			return METADATA_NUMBER_INT;
+		}
+		/* beyond int64: a float when the float64's shortest decimal is this number */
+		errno = 0;
+		d = strtod(txt, NULL);
+		kind = METADATA_NUMBER_INT_RANGE;
+		if (errno != ERANGE && !isinf(d))
+		{
+			char		buf[DOUBLE_SHORTEST_DECIMAL_LEN];
+			Numeric		back;
+
+			double_to_shortest_decimal_buf(d, buf);
+			back = DatumGetNumeric(DirectFunctionCall3(numeric_in, CStringGetDatum(buf),
+													   ObjectIdGetDatum(InvalidOid),
+													   Int32GetDatum(-1)));
+			if (DatumGetInt32(DirectFunctionCall2(numeric_cmp, NumericGetDatum(num),
+												  NumericGetDatum(back))) == 0)
+				kind = METADATA_NUMBER_FLOAT;
+		}
+	}
+	else
+	{
+		/* the nearest float64, as float8in (the cast ::float8) rounds and refuses */
+		d = strtod(txt, NULL);
+		if (errno == ERANGE && (d == 0.0 || isinf(d)))
+			kind = METADATA_NUMBER_FLOAT_RANGE;
+		else
+			kind = METADATA_NUMBER_FLOAT;
+	}
+	pfree(txt);
+	if (kind == METADATA_NUMBER_FLOAT && as_float != NULL)
+		*as_float = d;
+	return kind;
 }
 
 void
 chroma_json_numeric(cs_buf *out, Numeric num, const char *key, const char *who)
 {
-	char	   *txt;
-	char	   *f;
+	double		d = 0;
+	char		buf[DOUBLE_SHORTEST_DECIMAL_LEN + 2];
+	int			len;
 
-	if (numeric_is_nan(num) || numeric_is_inf(num))
-		ereport(ERROR,
-				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
-				 errmsg("metadata value \"%s\" of %s is not a finite number", key, who)));
-	txt = DatumGetCString(DirectFunctionCall1(numeric_out, NumericGetDatum(num)));
-	if (strchr(txt, '.') == NULL)
+	switch (chroma_metadata_number(num, &d))
 	{
-		char	   *end;
+		case METADATA_NUMBER_INT:
+			{
+				char	   *txt = DatumGetCString(DirectFunctionCall1(numeric_out,
+																	  NumericGetDatum(num)));
 
-		errno = 0;
-		(void) strtoll(txt, &end, 10);
-		if (errno != ERANGE && *end == '\0')
-		{
-			cs_buf_puts(out, txt);	/* a whole number: int64 */
-			pfree(txt);
-			return;
-		}
-		/* beyond int64: a float when a double holds it exactly */
-		f = number_as_float(num, txt);
-		if (f == NULL)
+				cs_buf_puts(out, txt);
+				pfree(txt);
+				return;
+			}
+		case METADATA_NUMBER_FLOAT:
+			break;
+		case METADATA_NUMBER_NOT_FINITE:
+			ereport(ERROR,
+					(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+					 errmsg("metadata value \"%s\" of %s is not a finite number", key, who)));
+			break;
+		case METADATA_NUMBER_INT_RANGE:
 			ereport(ERROR,
 					(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
 					 errmsg("metadata value \"%s\" of %s is out of range for a 64-bit integer",
 							key, who),
 					 errdetail("Chroma stores whole numbers as 64-bit integers, and this one has too many digits for a double precision float.")));
-	}
-	else
-	{
-		if (isinf(strtod(txt, NULL)))
+			break;
+		case METADATA_NUMBER_FLOAT_RANGE:
 			ereport(ERROR,
 					(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
 					 errmsg("metadata value \"%s\" of %s is out of range for a double precision float",
 							key, who)));
-		f = number_as_float(num, txt);
-		if (f == NULL)
-			ereport(ERROR,
-					(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
-					 errmsg("metadata value \"%s\" of %s has more digits than a double precision float holds",
-							key, who),
-					 errdetail("Chroma stores numbers with a fractional part as 64-bit floats: %s would be rounded.",
-							   txt)));
+			break;
 	}
-	cs_buf_puts(out, f);
-	pfree(txt);
-	pfree(f);
+	/* the shortest decimal that reads back as d, always with a fraction or an exponent */
+	len = double_to_shortest_decimal_buf(d, buf);
+	if (strpbrk(buf, ".e") == NULL)
+		strcpy(buf + len, ".0");
+	cs_buf_puts(out, buf);
 }
 
 static const char *
@@ -144,19 +163,23 @@ jbv_type_name(enum jbvType t)
 	}
 }
 
-/* Number kind for array homogeneity: ints and floats are different Chroma types. */
+/*
+ * Kind for array homogeneity: ints and floats (as sent) are different Chroma types; -1
+ * for a number that is refused (rendering it says why).
+ */
 static int
 value_kind(JsonbValue *v)
 {
 	if (v->type == jbvNumeric)
-	{
-		char	   *txt = DatumGetCString(DirectFunctionCall1(numeric_out,
-															  NumericGetDatum(v->val.numeric)));
-		int			k = strchr(txt, '.') ? 11 : 10;
-
-		pfree(txt);
-		return k;
-	}
+		switch (chroma_metadata_number(v->val.numeric, NULL))
+		{
+			case METADATA_NUMBER_INT:
+				return 10;
+			case METADATA_NUMBER_FLOAT:
+				return 11;
+			default:
+				return -1;
+		}
 	return (int) v->type;
 }
 
@@ -193,6 +216,7 @@ chroma_metadata_render(Jsonb *jb, bool allow_arrays, cs_buf *out, const char *wh
 	int			depth = 0;
 	int			array_kind = -1;
 	int			array_len = 0;
+	int			kind;
 
 	if (!JB_ROOT_IS_OBJECT(jb) || JB_ROOT_IS_SCALAR(jb))
 		ereport(ERROR,
@@ -260,13 +284,15 @@ chroma_metadata_render(Jsonb *jb, bool allow_arrays, cs_buf *out, const char *wh
 					ereport(ERROR,
 							(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 							 errmsg("metadata array \"%s\" of %s contains null", key, who)));
-				if (array_kind >= 0 && value_kind(&v) != array_kind)
+				kind = value_kind(&v);
+				if (array_kind >= 0 && kind >= 0 && kind != array_kind)
 					ereport(ERROR,
 							(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 							 errmsg("metadata array \"%s\" of %s mixes value types", key, who),
 							 errdetail("Found a %s after values of another type; Chroma arrays hold one type.",
 									   jbv_type_name(v.type))));
-				array_kind = value_kind(&v);
+				if (kind >= 0)
+					array_kind = kind;
 				if (array_len++ > 0)
 					cs_buf_putc(out, ',');
 				render_scalar(out, &v, key, who);

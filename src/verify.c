@@ -35,6 +35,7 @@
 #include "chroma_api.h"
 #include "chroma_sync.h"
 #include "get_pages.h"
+#include "metadata.h"
 #include "mirror_config.h"
 #include "pgbuf.h"
 #include "response.h"
@@ -78,19 +79,31 @@ typedef struct VerifyCounts
 } VerifyCounts;
 
 /*
- * Chroma parses float64 metadata with a parser that may land one unit in the last place
- * away from the decimal it was sent (large exponents): such numbers count as equal.
+ * The number Chroma holds for `expected`, compared as it was sent: a whole number within
+ * int64 exactly; any other number as the float64 it was sent as (rounded like ::float8),
+ * within two float64 steps, since Chroma parses float64 metadata with a parser that may
+ * land one unit in the last place away from the decimal it was sent. A number that is
+ * never sent (refused) equals nothing.
  */
 static bool
-numbers_close(Numeric a, Numeric b)
+numbers_close(Numeric expected, Numeric actual)
 {
 	double		x;
 	double		y;
 
-	if (DatumGetBool(DirectFunctionCall2(numeric_eq, NumericGetDatum(a), NumericGetDatum(b))))
-		return true;
-	x = DatumGetFloat8(DirectFunctionCall1(numeric_float8_no_overflow, NumericGetDatum(a)));
-	y = DatumGetFloat8(DirectFunctionCall1(numeric_float8_no_overflow, NumericGetDatum(b)));
+	switch (chroma_metadata_number(expected, &x))
+	{
+		case METADATA_NUMBER_INT:
+			return DatumGetBool(DirectFunctionCall2(numeric_eq, NumericGetDatum(expected),
+													NumericGetDatum(actual)));
+		case METADATA_NUMBER_FLOAT:
+			break;
+		default:
+			return false;
+	}
+	if (numeric_is_nan(actual) || numeric_is_inf(actual))
+		return false;
+	y = DatumGetFloat8(DirectFunctionCall1(numeric_float8_no_overflow, NumericGetDatum(actual)));
 	return x == y || nextafter(x, y) == y || nextafter(nextafter(x, y), y) == y;
 }
 
