@@ -799,14 +799,21 @@ set_paused(FunctionCallInfo fcinfo, bool paused)
 				 "WHERE mirror_id = $1 AND NOT $2",
 				 2, types, values, SPI_OK_UPDATE);
 		/*
-		 * Paused because DDL ran before the worker bound a 0.4 filter: resuming it is the
-		 * user's word that the text's names mean what they did (TAP 160).
+		 * DDL ran before the worker bound a 0.4 filter: resuming the mirror is the user's
+		 * word that the text's names mean what they did (TAP 160), which the pause reason
+		 * asks for; said again here, as the mirror may have been paused for another reason
+		 * (TAP 145).
 		 */
-		if (m->filter_ddl_after_update && m->paused && m->paused_reason != NULL &&
-			strncmp(m->paused_reason, MIRROR_FILTER_DDL_REASON, strlen(MIRROR_FILTER_DDL_REASON)) == 0)
+		if (m->filter_ddl_after_update && m->filter_node == NULL)
+		{
 			spi_exec("UPDATE chroma_sync.mirror SET filter_ddl_after_update = false "
 					 "WHERE mirror_id = $1 AND NOT $2",
 					 2, types, values, SPI_OK_UPDATE);
+			ereport(NOTICE,
+					(errmsg("the sync worker binds the filter \"%s\" of this mirror, stored by chroma_sync 0.4, as its names read now",
+							m->filter),
+					 errdetail("DDL ran after ALTER EXTENSION chroma_sync UPDATE and before the worker bound it; resuming the mirror confirms that its names still mean what they did.")));
+		}
 	}
 	SPI_finish();
 	chroma_restore_user(&su);

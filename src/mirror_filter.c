@@ -556,8 +556,12 @@ check_04_text(MirrorConfig *m, const char *node)
 				 errmsg("the filter of mirror %d, stored by chroma_sync 0.4, is not bound yet", m->mirror_id),
 				 errdetail("After ALTER EXTENSION chroma_sync UPDATE, the sync worker of the mirror's database binds the filter \"%s\" the first time it loads the mirror, with the settings the worker of 0.4 read it with.",
 						   m->filter),
-				 m->home ? errhint("Wait for the worker (chroma_sync.worker_databases must include this database), or unmirror the table and mirror it again.")
-				 : errhint("Unmirror the table and mirror it again: the original database did not bind the filter before it was dumped.")));
+				 !m->home ? errhint("Unmirror the table and mirror it again: the original database did not bind the filter before it was dumped.")
+				 : m->filter_ddl_after_update
+				 ? errhint("DDL ran after the update, so the worker binds it only once confirmed: check that its names still mean what they did, run chroma_resume('%s') to have the worker bind it as they read now, then this again.",
+						   quote_qualified_identifier(get_namespace_name(get_rel_namespace(m->relid)),
+													  get_rel_name(m->relid)))
+				 : errhint("Wait for the worker (chroma_sync.worker_databases must include this database), or unmirror the table and mirror it again.")));
 	/*
 	 * The columns as the catalog records them now, not in the configuration the worker
 	 * loaded: the update (and renames in its transaction) may have committed since

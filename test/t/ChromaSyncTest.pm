@@ -313,25 +313,28 @@ ORDER BY coalesce(tid, cid) LIMIT 10}, timeout => 300));
 }
 
 # A 0.4 text filter when DDL ran between ALTER EXTENSION UPDATE and its binding: the
-# mirror of TABLE (in database postgres, its only mirror with that table) pauses saying
+# mirror of TABLE (in database DB, postgres by default) pauses saying
 # so and naming chroma_resume(); resumed, the worker binds the text as its names read now.
-# Returns what the binding left: "bound", or "paused: <reason>".
+# Returns what the binding left: "bound", "bound, paused: <reason>" (for another reason)
+# or "paused: <reason>" (not bound).
 sub confirm_04_filter
 {
-	my ($node, $table) = @_;
+	my ($node, $table, $db) = @_;
+	$db //= 'postgres';
 	my $row = sub {
-		$node->safe_psql('postgres', qq{SELECT (filter_node IS NOT NULL)::text || ' ' || paused::text || ' '
+		$node->safe_psql($db, qq{SELECT (filter_node IS NOT NULL)::text || ' ' || paused::text || ' '
 			|| coalesce(paused_reason, '') FROM chroma_sync.mirror WHERE source = '$table'::regclass});
 	};
 	ok(wait_for("the mirror of $table pauses for the DDL before the binding", 60,
 		sub { $row->() =~ /^false true DDL ran after ALTER EXTENSION chroma_sync UPDATE and before the sync worker bound the filter/ }),
 		"DDL before the binding: the filter of $table is not bound, the mirror pauses saying why");
 	like($row->(), qr/then run chroma_resume\('[^']+'\) to bind it so/, 'the reason says how to confirm the text');
-	$node->safe_psql('postgres', "SELECT chroma_resume('$table')");
+	$node->safe_psql($db, "SELECT chroma_resume('$table')");
 	my $state = '';
 	wait_for("the worker binds the confirmed filter of $table", 60, sub {
 		my $r = $row->();
-		$state = $r =~ /^true false/ ? 'bound' : $r =~ /^false true (.*)/s ? "paused: $1" : '';
+		$state = $r =~ /^true false/ ? 'bound' : $r =~ /^true true (.*)/s ? "bound, paused: $1"
+		  : $r =~ /^false true (.*)/s ? "paused: $1" : '';
 		return $state ne '';
 	});
 	return $state;
