@@ -43,7 +43,7 @@ $$;
 
 -- ===== Records: chroma_upsert and chroma_upsert_query take replace, chroma_get
 -- include_embeddings and where_document, chroma_query where_document and ids (new last
--- arguments) =====
+-- arguments); chroma_query_batch is new =====
 -- A new argument changes the signature: each function is created again, and the EXECUTE
 -- grants given on the old one are given on the new one.
 CREATE TEMPORARY TABLE chroma_sync_records_grants ON COMMIT DROP AS
@@ -95,11 +95,20 @@ CREATE FUNCTION chroma_query(collection text, query_embedding real[],
 	RETURNS TABLE (id text, distance real, document text, metadata jsonb)
 	AS 'MODULE_PATHNAME', 'chroma_query' LANGUAGE C VOLATILE;
 
+-- Many queries per request: query_embeddings is 2-D, one query embedding per row;
+-- query_index is the row (from 1), rank the place of the record in its row's results.
+CREATE FUNCTION chroma_query_batch(collection text, query_embeddings real[],
+	n_results int DEFAULT 10, "where" jsonb DEFAULT NULL, where_document jsonb DEFAULT NULL)
+	RETURNS TABLE (query_index int, rank int, id text, distance real, document text,
+		metadata jsonb)
+	AS 'MODULE_PATHNAME', 'chroma_query_batch' LANGUAGE C VOLATILE;
+
 REVOKE ALL ON FUNCTION
 	chroma_upsert(text, text[], real[], text[], jsonb[], boolean),
 	chroma_upsert_query(text, text, boolean),
 	chroma_get(text, text[], jsonb, int, int, boolean, jsonb),
-	chroma_query(text, real[], int, jsonb, jsonb, text[])
+	chroma_query(text, real[], int, jsonb, jsonb, text[]),
+	chroma_query_batch(text, real[], int, jsonb, jsonb)
 FROM PUBLIC;
 
 DO $$

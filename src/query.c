@@ -1,5 +1,6 @@
 /*
- * query.c — SQL functions that search a collection: chroma_query.
+ * query.c — SQL functions that search a collection: chroma_query (one query embedding)
+ * and chroma_query_batch (many, sent a request's worth at a time).
  */
 #include "postgres.h"
 
@@ -22,6 +23,10 @@
 #include "response.h"
 
 PG_FUNCTION_INFO_V1(chroma_query);
+PG_FUNCTION_INFO_V1(chroma_query_batch);
+
+/* A batch request carries at most about this many bytes of query embeddings. */
+#define QUERY_BODY_TARGET_BYTES (8 * 1024 * 1024)
 
 /* What every request of one call asks, besides its query embeddings. */
 typedef struct QuerySpec
@@ -249,5 +254,131 @@ chroma_query(PG_FUNCTION_ARGS)
 
 	for (int i = 0; i < rows.n; i++)
 		put_row(rsinfo, &rows, i, 0, 0);
+	return (Datum) 0;
+}
+
+/* Checks the 2-D query_embeddings argument; returns the number of queries. */
+static int
+check_query_embeddings(ArrayType *a, int *dim)
+{
+	int			nq;
+	ptrdiff_t	bad;
+
+	if (ARR_NDIM(a) == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
+				 errmsg("query_embeddings must not be empty")));
+	if (ARR_NDIM(a) != 2)
+		ereport(ERROR,
+				(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
+				 errmsg("query_embeddings must be a two-dimensional array"),
+				 errdetail("It has %d dimension%s; each row of a two-dimensional array is one query embedding.",
+						   ARR_NDIM(a), ARR_NDIM(a) == 1 ? "" : "s"),
+				 ARR_NDIM(a) == 1
+				 ? errhint("Write one query embedding as ARRAY[[...]], or use chroma_query.")
+				 : errhint("Aggregate the query embeddings with array_agg(embedding) over real[] values.")));
+	nq = ARR_DIMS(a)[0];
+	*dim = ARR_DIMS(a)[1];
+	if (ARR_HASNULL(a))
+	{
+		bits8	   *bitmap = ARR_NULLBITMAP(a);
+		int			k = 0;
+
+		while (bitmap[k / 8] & (1 << (k % 8)))
+			k++;
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("query_embeddings contains a null"),
+				 errdetail("Query embedding %d has a null at position %d.",
+						   k / *dim + 1, k % *dim + 1)));
+	}
+	bad = cs_first_nonfinite(float4_array_data(a), (size_t) nq * *dim);
+	if (bad >= 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("query_embeddings has a non-finite value"),
+				 errdetail("Query embedding %d has %s at position %d.",
+						   (int) (bad / *dim) + 1,
+						   isnan(float4_array_data(a)[bad]) ? "NaN" : "an infinity",
+						   (int) (bad % *dim) + 1)));
+	return nq;
+}
+
+/*
+ * Query embeddings go out chroma_sync.batch_size at a time (capped by the server's
+ * max_batch_size, and so that a body stays near QUERY_BODY_TARGET_BYTES). A response over
+ * chroma_sync.max_response_size is asked again in halves: a query changes nothing.
+ */
+Datum
+chroma_query_batch(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	ArrayType  *a;
+	const float *v;
+	QuerySpec	qs;
+	int			nq;
+	int			per_request;
+	MemoryContext request_ctx;
+
+	memset(&qs, 0, sizeof(qs));
+	if (PG_ARGISNULL(1))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("query_embeddings must not be null")));
+	a = PG_GETARG_ARRAYTYPE_P(1);
+	nq = check_query_embeddings(a, &qs.dim);
+	v = float4_array_data(a);
+	qs.n_results = n_results_arg(fcinfo, 2);
+	filter_args(fcinfo, 3, &qs);
+	collection_arg(fcinfo, "each row of query_embeddings", &qs);
+
+	InitMaterializedSRF(fcinfo, 0);
+	per_request = Min(chroma_effective_batch_size(),
+					  Max(1, QUERY_BODY_TARGET_BYTES / (qs.dim * (CS_FLOAT_MAXLEN + 1))));
+	request_ctx = AllocSetContextCreate(CurrentMemoryContext, "chroma_query_batch request",
+										ALLOCSET_DEFAULT_SIZES);
+	for (int from = 0; from < nq;)
+	{
+		int			n = Min(per_request, nq - from);
+		MemoryContext old = MemoryContextSwitchTo(request_ctx);
+		size_t		len;
+		char	   *body = query_body(&qs, v + (size_t) from * qs.dim, n, &len);
+		ChromaResponse resp;
+		ChromaRows	rows;
+
+		chroma_call("POST", qs.url, body, len, &resp);
+		if ((resp.http.too_large || resp.kind == CHROMA_TOO_LARGE) && n > 1)
+		{
+			per_request = n / 2;
+			MemoryContextSwitchTo(old);
+			MemoryContextReset(request_ctx);
+			continue;
+		}
+		if (resp.http.too_large)
+			ereport(ERROR,
+					(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+					 errmsg("the results of query embedding %d are too large to read", from + 1),
+					 errdetail("Chroma's response for this one query is larger than chroma_sync.max_response_size (%d kB).",
+							   chroma_max_response_kb),
+					 errhint("Ask for fewer results (n_results), or have a superuser raise chroma_sync.max_response_size.")));
+		if (resp.kind != CHROMA_OK)
+			chroma_raise(&resp, "query records");
+		chroma_parse_query_results(&resp.http.body, &rows);
+		if (rows.nqueries != n)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_JSON_TEXT),
+					 errmsg("unexpected response from Chroma"),
+					 errdetail("A query of %d embeddings received %d results.", n, rows.nqueries)));
+		for (int i = 0, rank = 0; i < rows.n; i++)
+		{
+			rank = (i > 0 && rows.query[i] == rows.query[i - 1]) ? rank + 1 : 1;
+			put_row(rsinfo, &rows, i, from + rows.query[i] + 1, rank);
+		}
+		MemoryContextSwitchTo(old);
+		MemoryContextReset(request_ctx);
+		from += n;
+		CHECK_FOR_INTERRUPTS();
+	}
+	MemoryContextDelete(request_ctx);
 	return (Datum) 0;
 }
