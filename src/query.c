@@ -1,6 +1,6 @@
 /*
  * query.c — SQL functions that search a collection: chroma_query (one query embedding)
- * and chroma_query_batch (many, sent a request's worth at a time).
+ * and chroma_query_batch (many per request, two requests in flight).
  */
 #include "postgres.h"
 
@@ -27,6 +27,8 @@ PG_FUNCTION_INFO_V1(chroma_query_batch);
 
 /* A batch request carries at most about this many bytes of query embeddings. */
 #define QUERY_BODY_TARGET_BYTES (8 * 1024 * 1024)
+/* From this many queries on, chroma_query_batch makes two requests at least. */
+#define QUERY_SPLIT_MIN 64
 
 /* What every request of one call asks, besides its query embeddings. */
 typedef struct QuerySpec
@@ -304,10 +306,98 @@ check_query_embeddings(ArrayType *a, int *dim)
 	return nq;
 }
 
+/* One request of chroma_query_batch: query embeddings [from, from + n). */
+typedef struct QueryFlight
+{
+	ChromaHttpRequest *req;		/* NULL: none in flight */
+	int			from;
+	int			n;
+	MemoryContext ctx;			/* its body, then its response */
+} QueryFlight;
+
+static void
+flight_begin(const QuerySpec *qs, const float *v, QueryFlight *f, int from, int n)
+{
+	MemoryContext old;
+	char	   *body;
+	size_t		len;
+
+	MemoryContextReset(f->ctx);
+	old = MemoryContextSwitchTo(f->ctx);
+	body = query_body(qs, v + (size_t) from * qs->dim, n, &len);
+	MemoryContextSwitchTo(old);
+	f->from = from;
+	f->n = n;
+	f->req = chroma_http_begin("POST", qs->url, body, len);
+}
+
+/* Waits for f's response and drops it. */
+static void
+flight_discard(QueryFlight *f)
+{
+	ChromaHttpResult res;
+	MemoryContext old = MemoryContextSwitchTo(f->ctx);
+
+	memset(&res, 0, sizeof(res));
+	chroma_http_finish(f->req, &res);
+	f->req = NULL;
+	MemoryContextSwitchTo(old);
+	MemoryContextReset(f->ctx);
+}
+
+/*
+ * Waits for f's response and puts its rows into the result; false when the response is
+ * too large and f holds more than one query (to be asked again in smaller requests).
+ */
+static bool
+flight_finish(ReturnSetInfo *rsinfo, QueryFlight *f)
+{
+	ChromaResponse resp;
+	ChromaRows	rows;
+	MemoryContext old = MemoryContextSwitchTo(f->ctx);
+
+	memset(&resp, 0, sizeof(resp));
+	chroma_http_finish(f->req, &resp.http);
+	f->req = NULL;
+	chroma_classify(&resp);
+	if ((resp.http.too_large || resp.kind == CHROMA_TOO_LARGE) && f->n > 1)
+	{
+		MemoryContextSwitchTo(old);
+		MemoryContextReset(f->ctx);
+		return false;
+	}
+	if (resp.http.too_large)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("the results of query embedding %d are too large to read", f->from + 1),
+				 errdetail("Chroma's response for this one query is larger than chroma_sync.max_response_size (%d kB).",
+						   chroma_max_response_kb),
+				 errhint("Ask for fewer results (n_results), or have a superuser raise chroma_sync.max_response_size.")));
+	if (resp.kind != CHROMA_OK)
+		chroma_raise(&resp, "query records");
+	chroma_parse_query_results(&resp.http.body, &rows);
+	if (rows.nqueries != f->n)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_JSON_TEXT),
+				 errmsg("unexpected response from Chroma"),
+				 errdetail("A query of %d embeddings received %d results.", f->n, rows.nqueries)));
+	for (int i = 0, rank = 0; i < rows.n; i++)
+	{
+		rank = (i > 0 && rows.query[i] == rows.query[i - 1]) ? rank + 1 : 1;
+		put_row(rsinfo, &rows, i, f->from + rows.query[i] + 1, rank);
+	}
+	MemoryContextSwitchTo(old);
+	MemoryContextReset(f->ctx);
+	return true;
+}
+
 /*
  * Query embeddings go out chroma_sync.batch_size at a time (capped by the server's
- * max_batch_size, and so that a body stays near QUERY_BODY_TARGET_BYTES). A response over
- * chroma_sync.max_response_size is asked again in halves: a query changes nothing.
+ * max_batch_size, and so that a body stays near QUERY_BODY_TARGET_BYTES), two requests in
+ * flight: the server searches for one while the other is sent or read (a call of
+ * QUERY_SPLIT_MIN queries or more makes two requests at least). Results are put in query
+ * order. A response over chroma_sync.max_response_size is asked again in halves: a query
+ * changes nothing.
  */
 Datum
 chroma_query_batch(PG_FUNCTION_ARGS)
@@ -318,7 +408,9 @@ chroma_query_batch(PG_FUNCTION_ARGS)
 	QuerySpec	qs;
 	int			nq;
 	int			per_request;
-	MemoryContext request_ctx;
+	QueryFlight fl[2];
+	int			head = 0;		/* the older request */
+	int			next = 0;		/* the first query embedding not sent yet */
 
 	memset(&qs, 0, sizeof(qs));
 	if (PG_ARGISNULL(1))
@@ -335,50 +427,43 @@ chroma_query_batch(PG_FUNCTION_ARGS)
 	InitMaterializedSRF(fcinfo, 0);
 	per_request = Min(chroma_effective_batch_size(),
 					  Max(1, QUERY_BODY_TARGET_BYTES / (qs.dim * (CS_FLOAT_MAXLEN + 1))));
-	request_ctx = AllocSetContextCreate(CurrentMemoryContext, "chroma_query_batch request",
-										ALLOCSET_DEFAULT_SIZES);
-	for (int from = 0; from < nq;)
+	if (nq >= QUERY_SPLIT_MIN)
+		per_request = Min(per_request, (nq + 1) / 2);
+	for (int i = 0; i < 2; i++)
 	{
-		int			n = Min(per_request, nq - from);
-		MemoryContext old = MemoryContextSwitchTo(request_ctx);
-		size_t		len;
-		char	   *body = query_body(&qs, v + (size_t) from * qs.dim, n, &len);
-		ChromaResponse resp;
-		ChromaRows	rows;
-
-		chroma_call("POST", qs.url, body, len, &resp);
-		if ((resp.http.too_large || resp.kind == CHROMA_TOO_LARGE) && n > 1)
+		fl[i].req = NULL;
+		fl[i].ctx = AllocSetContextCreate(CurrentMemoryContext, "chroma_query_batch request",
+										  ALLOCSET_DEFAULT_SIZES);
+	}
+	for (;;)
+	{
+		for (int i = 0; i < 2; i++)
 		{
-			per_request = n / 2;
-			MemoryContextSwitchTo(old);
-			MemoryContextReset(request_ctx);
+			QueryFlight *f = &fl[head ^ i];
+
+			if (f->req == NULL && next < nq)
+			{
+				int			n = Min(per_request, nq - next);
+
+				flight_begin(&qs, v, f, next, n);
+				next += n;
+			}
+		}
+		if (fl[head].req == NULL)
+			break;
+		if (!flight_finish(rsinfo, &fl[head]))
+		{
+			/* too large: from this request's first query on, in halves */
+			per_request = fl[head].n / 2;
+			next = fl[head].from;
+			if (fl[head ^ 1].req != NULL)
+				flight_discard(&fl[head ^ 1]);
 			continue;
 		}
-		if (resp.http.too_large)
-			ereport(ERROR,
-					(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-					 errmsg("the results of query embedding %d are too large to read", from + 1),
-					 errdetail("Chroma's response for this one query is larger than chroma_sync.max_response_size (%d kB).",
-							   chroma_max_response_kb),
-					 errhint("Ask for fewer results (n_results), or have a superuser raise chroma_sync.max_response_size.")));
-		if (resp.kind != CHROMA_OK)
-			chroma_raise(&resp, "query records");
-		chroma_parse_query_results(&resp.http.body, &rows);
-		if (rows.nqueries != n)
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_JSON_TEXT),
-					 errmsg("unexpected response from Chroma"),
-					 errdetail("A query of %d embeddings received %d results.", n, rows.nqueries)));
-		for (int i = 0, rank = 0; i < rows.n; i++)
-		{
-			rank = (i > 0 && rows.query[i] == rows.query[i - 1]) ? rank + 1 : 1;
-			put_row(rsinfo, &rows, i, from + rows.query[i] + 1, rank);
-		}
-		MemoryContextSwitchTo(old);
-		MemoryContextReset(request_ctx);
-		from += n;
+		head ^= 1;
 		CHECK_FOR_INTERRUPTS();
 	}
-	MemoryContextDelete(request_ctx);
+	for (int i = 0; i < 2; i++)
+		MemoryContextDelete(fl[i].ctx);
 	return (Datum) 0;
 }
