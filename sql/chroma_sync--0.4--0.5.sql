@@ -42,7 +42,8 @@ END
 $$;
 
 -- ===== Records: chroma_upsert and chroma_upsert_query take replace, chroma_get
--- include_embeddings (a new last argument each) =====
+-- include_embeddings and where_document, chroma_query where_document and ids (new last
+-- arguments); chroma_query_batch is new =====
 -- A new argument changes the signature: each function is created again, and the EXECUTE
 -- grants given on the old one are given on the new one.
 CREATE TEMPORARY TABLE chroma_sync_records_grants ON COMMIT DROP AS
@@ -52,7 +53,9 @@ CREATE TEMPORARY TABLE chroma_sync_records_grants ON COMMIT DROP AS
 		 'chroma_upsert(text, text[], real[], text[], jsonb[], boolean)'),
 		('chroma_upsert_query(text, text)', 'chroma_upsert_query(text, text, boolean)'),
 		('chroma_get(text, text[], jsonb, int, int)',
-		 'chroma_get(text, text[], jsonb, int, int, boolean)'))
+		 'chroma_get(text, text[], jsonb, int, int, boolean, jsonb)'),
+		('chroma_query(text, real[], int, jsonb)',
+		 'chroma_query(text, real[], int, jsonb, jsonb, text[])'))
 		AS s(old_signature, new_signature),
 		pg_catalog.pg_proc AS p,
 		LATERAL pg_catalog.aclexplode(p.proacl) AS a
@@ -63,6 +66,7 @@ CREATE TEMPORARY TABLE chroma_sync_records_grants ON COMMIT DROP AS
 DROP FUNCTION chroma_upsert(text, text[], real[], text[], jsonb[]);
 DROP FUNCTION chroma_upsert_query(text, text);
 DROP FUNCTION chroma_get(text, text[], jsonb, int, int);
+DROP FUNCTION chroma_query(text, real[], int, jsonb);
 
 -- replace: documents and metadata become exactly what is sent (a NULL document clears
 -- the stored one, keys absent from the new metadata are removed).
@@ -76,16 +80,35 @@ CREATE FUNCTION chroma_upsert_query(collection text, query text,
 	AS 'MODULE_PATHNAME', 'chroma_upsert_query' LANGUAGE C VOLATILE;
 
 -- Reads the whole result in pages; include_embeddings => false leaves embeddings out.
+-- where_document filters on the documents' text ($contains, $not_contains, $regex,
+-- $not_regex, $and, $or), checked before anything is sent.
 CREATE FUNCTION chroma_get(collection text, ids text[] DEFAULT NULL,
 	"where" jsonb DEFAULT NULL, "limit" int DEFAULT NULL, "offset" int DEFAULT NULL,
-	include_embeddings boolean DEFAULT true)
+	include_embeddings boolean DEFAULT true, where_document jsonb DEFAULT NULL)
 	RETURNS TABLE (id text, embedding real[], document text, metadata jsonb)
 	AS 'MODULE_PATHNAME', 'chroma_get' LANGUAGE C VOLATILE;
+
+-- ids restricts the candidates to those records.
+CREATE FUNCTION chroma_query(collection text, query_embedding real[],
+	n_results int DEFAULT 10, "where" jsonb DEFAULT NULL,
+	where_document jsonb DEFAULT NULL, ids text[] DEFAULT NULL)
+	RETURNS TABLE (id text, distance real, document text, metadata jsonb)
+	AS 'MODULE_PATHNAME', 'chroma_query' LANGUAGE C VOLATILE;
+
+-- Many queries per request: query_embeddings is 2-D, one query embedding per row;
+-- query_index is the row (from 1), rank the place of the record in its row's results.
+CREATE FUNCTION chroma_query_batch(collection text, query_embeddings real[],
+	n_results int DEFAULT 10, "where" jsonb DEFAULT NULL, where_document jsonb DEFAULT NULL)
+	RETURNS TABLE (query_index int, rank int, id text, distance real, document text,
+		metadata jsonb)
+	AS 'MODULE_PATHNAME', 'chroma_query_batch' LANGUAGE C VOLATILE;
 
 REVOKE ALL ON FUNCTION
 	chroma_upsert(text, text[], real[], text[], jsonb[], boolean),
 	chroma_upsert_query(text, text, boolean),
-	chroma_get(text, text[], jsonb, int, int, boolean)
+	chroma_get(text, text[], jsonb, int, int, boolean, jsonb),
+	chroma_query(text, real[], int, jsonb, jsonb, text[]),
+	chroma_query_batch(text, real[], int, jsonb, jsonb)
 FROM PUBLIC;
 
 DO $$

@@ -91,7 +91,7 @@ SELECT count(*) AS created_by_user FROM chroma_list_collections() WHERE name = '
 SELECT chroma_create_collection('regress_security') IS NOT NULL AS created;
 GRANT EXECUTE ON FUNCTION chroma_heartbeat(), chroma_count(text),
 	chroma_upsert(text, text[], real[], text[], jsonb[], boolean),
-	chroma_get(text, text[], jsonb, int, int, boolean) TO regress_cs_user;
+	chroma_get(text, text[], jsonb, int, int, boolean, jsonb) TO regress_cs_user;
 SET ROLE regress_cs_user;
 SELECT chroma_heartbeat() > 0 AS heartbeat;
 SELECT chroma_upsert('regress_security', ARRAY['a'], ARRAY[1, 2]::real[]) AS upserted;
@@ -102,7 +102,7 @@ RESET ROLE;
 
 REVOKE EXECUTE ON FUNCTION chroma_heartbeat(), chroma_count(text),
 	chroma_upsert(text, text[], real[], text[], jsonb[], boolean),
-	chroma_get(text, text[], jsonb, int, int, boolean) FROM regress_cs_user;
+	chroma_get(text, text[], jsonb, int, int, boolean, jsonb) FROM regress_cs_user;
 SET ROLE regress_cs_user;
 SELECT cs_try('SELECT chroma_heartbeat()');
 RESET ROLE;

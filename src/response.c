@@ -32,6 +32,10 @@ typedef struct ParseState
 	RowColumn	col;			/* column being read */
 	int			arr;			/* array depth inside the column */
 	int			seen_lists;		/* per-query lists seen in this column (use the first) */
+	bool		all_lists;		/* nested: read every per-query list, not the first only */
+	int		   *ends[6];		/* all_lists: per column, its element count after each list */
+	int			nends[6];
+	int			ends_cap[6];
 	bool		meta_keep;		/* the metadata object being captured is a result's */
 	int			idx[6];			/* next element per column */
 	int			cap;
@@ -95,8 +99,24 @@ to_server(char *token)
 static bool
 in_elements(ParseState *st, int extra)
 {
-	return st->col != COL_NONE && st->seen_lists == 1 &&
+	return st->col != COL_NONE &&
+		(st->all_lists ? st->seen_lists >= 1 : st->seen_lists == 1) &&
 		st->arr == 1 + st->level + extra;
+}
+
+/* all_lists: a per-query list of the current column has ended. */
+static void
+list_end(ParseState *st)
+{
+	int			c = st->col;
+
+	if (st->nends[c] == st->ends_cap[c])
+	{
+		st->ends_cap[c] = st->ends_cap[c] ? st->ends_cap[c] * 2 : 16;
+		st->ends[c] = st->ends[c] ? repalloc(st->ends[c], sizeof(int) * st->ends_cap[c])
+			: palloc(sizeof(int) * st->ends_cap[c]);
+	}
+	st->ends[c][st->nends[c]++] = st->idx[c];
 }
 
 static void
@@ -186,6 +206,8 @@ rows_array_end(void *state)
 		st->rows->embeddings[i] = floats;
 		st->rows->dims[i] = st->emb_len;
 	}
+	if (st->all_lists && st->level == 1 && st->arr == 2)
+		list_end(st);
 	st->arr--;
 }
 
@@ -337,8 +359,31 @@ rows_scalar(void *state, char *token, JsonTokenType type)
 		pfree(token);
 }
 
-void
-chroma_parse_rows(StringInfo body, bool nested, ChromaRows *rows)
+/* Each column's per-query lists as long as those of ids; rows->query from them. */
+static void
+split_queries(ParseState *st)
+{
+	ChromaRows *r = st->rows;
+	int			nq = st->nends[COL_IDS];
+	bool		has[6] = {false, false, r->has_embeddings, r->has_documents,
+	r->has_metadatas, r->has_distances};
+
+	for (int c = COL_EMBEDDINGS; c <= COL_DISTANCES; c++)
+		if (has[c] && (st->nends[c] != nq ||
+					   (nq > 0 && memcmp(st->ends[c], st->ends[COL_IDS], sizeof(int) * nq) != 0)))
+			bad_response("per-query lists of different lengths");
+	r->nqueries = nq;
+	r->query = palloc(sizeof(int) * Max(r->n, 1));
+	for (int q = 0, i = 0; q < nq; q++)
+		for (; i < st->ends[COL_IDS][q]; i++)
+			r->query[i] = q;
+	for (int c = 0; c < 6; c++)
+		if (st->ends[c])
+			pfree(st->ends[c]);
+}
+
+static void
+parse_rows(StringInfo body, int level, bool all_lists, ChromaRows *rows)
 {
 	ParseState	st;
 	ChromaJsonSem sem;
@@ -347,7 +392,8 @@ chroma_parse_rows(StringInfo body, bool nested, ChromaRows *rows)
 	memset(rows, 0, sizeof(*rows));
 	memset(&st, 0, sizeof(st));
 	st.rows = rows;
-	st.level = nested ? 1 : 0;
+	st.level = level;
+	st.all_lists = all_lists;
 	st.lex = chroma_json_lexer(body->data, body->len, PG_UTF8, true);
 
 	memset(&sem, 0, sizeof(sem));
@@ -376,12 +422,26 @@ chroma_parse_rows(StringInfo body, bool nested, ChromaRows *rows)
 		(rows->has_metadatas && st.idx[COL_METADATAS] != rows->n) ||
 		(rows->has_distances && st.idx[COL_DISTANCES] != rows->n))
 		bad_response("columns of different lengths");
+	if (all_lists)
+		split_queries(&st);
 	ensure_cap(&st, rows->n + 1);
 	if (st.emb)
 		pfree(st.emb);
 	pfree(st.lex->strval->data);
 	pfree(st.lex->strval);
 	pfree(st.lex);
+}
+
+void
+chroma_parse_rows(StringInfo body, bool nested, ChromaRows *rows)
+{
+	parse_rows(body, nested ? 1 : 0, false, rows);
+}
+
+void
+chroma_parse_query_results(StringInfo body, ChromaRows *rows)
+{
+	parse_rows(body, 1, true, rows);
 }
 
 ArrayType *

@@ -23,6 +23,8 @@ typedef struct ChromaRows
 	char	  **documents;		/* NULL when not included; entries NULL for null */
 	char	  **metadatas;		/* JSON text of each object (server encoding), or NULL */
 	float	   *distances;		/* query only; NaN for null */
+	int			nqueries;		/* chroma_parse_query_results: the lists of the response */
+	int		   *query;			/* and the 0-based query of each record */
 	bool		has_embeddings;
 	bool		has_documents;
 	bool		has_metadatas;
@@ -34,6 +36,12 @@ typedef struct ChromaRows
  * (nested = true: every column is a list per query embedding).
  */
 extern void chroma_parse_rows(StringInfo body, bool nested, ChromaRows *rows);
+
+/*
+ * Parses every result of a query response: the records of all query embeddings one
+ * after the other, rows->query[i] telling whose record i is.
+ */
+extern void chroma_parse_query_results(StringInfo body, ChromaRows *rows);
 
 /*
  * Embedding i (not NULL) as a real[], built in place in front of its floats: no copy.

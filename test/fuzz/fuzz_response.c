@@ -11,6 +11,8 @@
  *     128 x the body.
  *     With bit 2 also set ("repeat"), a unit of the input is repeated up to 64 kB:
  *     nesting deep enough for the stack-depth check, long arrays, huge strings.
+ *     With bit 3 set, every per-query list is read (chroma_parse_query_results, the
+ *     parser of chroma_query_batch): records come back grouped by query, in order.
  *   bit 1 set: "structured" — the bytes describe records; a valid response in the
  *     server's shape is printed from them (key order, whitespace, float spellings,
  *     escapes, unknown keys, null columns and extra per-query lists vary) and the
@@ -59,9 +61,12 @@ float_bits(float f)
 
 /* ------------------------------------------------------------ parse, guarded */
 
-/* Runs chroma_parse_rows; false (with shim_error set) when it raised an ERROR. */
+/*
+ * Runs chroma_parse_rows, or chroma_parse_query_results when all_lists; false (with
+ * shim_error set) when it raised an ERROR.
+ */
 static bool
-parse_guarded(const char *text, size_t len, bool nested, ChromaRows *rows)
+parse_guarded(const char *text, size_t len, bool nested, bool all_lists, ChromaRows *rows)
 {
 	sigjmp_buf	jb;
 	StringInfoData body;
@@ -78,7 +83,10 @@ parse_guarded(const char *text, size_t len, bool nested, ChromaRows *rows)
 	if (sigsetjmp(jb, 0) == 0)
 	{
 		PG_exception_stack = &jb;
-		chroma_parse_rows(&body, nested, rows);
+		if (all_lists)
+			chroma_parse_query_results(&body, rows);
+		else
+			chroma_parse_rows(&body, nested, rows);
 		ok = true;
 	}
 	else
@@ -184,6 +192,16 @@ check_rows(ChromaRows *rows)
 	}
 	/* the arrays hold n + 1 entries (callers may look one past the end for a NULL) */
 	REQUIRE(rows->ids[rows->n] == NULL);
+	/* chroma_parse_query_results: records grouped by query, in the order of the lists */
+	if (rows->query != NULL)
+	{
+		REQUIRE(rows->nqueries >= 0);
+		for (i = 0; i < rows->n; i++)
+			REQUIRE(rows->query[i] >= 0 && rows->query[i] < rows->nqueries &&
+					(i == 0 || rows->query[i] >= rows->query[i - 1]));
+	}
+	else
+		REQUIRE(rows->nqueries == 0);
 }
 
 /* --------------------------------------------------------- structured mode */
@@ -727,7 +745,7 @@ structured(reader *r, bool nested)
 	}
 	puts_(&b, "}");
 
-	if (!parse_guarded(b.data, b.len, nested, &out))
+	if (!parse_guarded(b.data, b.len, nested, false, &out))
 	{
 		fprintf(stderr, "fuzz_response: a valid response was refused: %s (%s)\nbody: %s\n",
 				shim_error.message, shim_error.detail, b.data);
@@ -838,7 +856,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			memcpy(big + head + count * unit, r.p + head + unit, tail);
 			body = big;
 		}
-		if (parse_guarded(body, len, nested, &rows))
+		if (parse_guarded(body, len, nested, (mode & 8) != 0, &rows))
 		{
 			check_rows(&rows);
 			if (getenv("FUZZ_RESPONSE_VERBOSE"))

@@ -92,10 +92,12 @@ SELECT chroma_mirror('up_f2', 'up_f2_t030', filter => 'up_keep(id)');
 UPDATE chroma_sync.mirror SET filter = 'flag' WHERE collection = 'up_f1_t030';
 UPDATE chroma_sync.mirror SET filter = 'up_keep(id)' WHERE collection = 'up_f2_t030'});
 
-# 0.5 re-creates chroma_upsert, chroma_upsert_query and chroma_get with a new last argument
+# 0.5 re-creates chroma_upsert, chroma_upsert_query, chroma_get and chroma_query with new
+# last arguments
 $node->safe_psql('postgres', q{
 GRANT EXECUTE ON FUNCTION chroma_upsert_query(text, text) TO up_mirrorer WITH GRANT OPTION;
 GRANT EXECUTE ON FUNCTION chroma_get(text, text[], jsonb, int, int) TO up_mirrorer;
+GRANT EXECUTE ON FUNCTION chroma_query(text, real[], int, jsonb) TO up_mirrorer;
 GRANT EXECUTE ON FUNCTION chroma_upsert(text, text[], real[], text[], jsonb[]) TO "Mixed Case""Role"});
 my ($ret, $out, $err) = $node->psql('postgres', 'ALTER EXTENSION chroma_sync UPDATE');
 is($ret, 0, 'ALTER EXTENSION chroma_sync UPDATE') or diag($err);
@@ -108,11 +110,12 @@ SELECT string_agg(format('%s %s %s %s', p.oid::regprocedure,
 		has_function_privilege('up_mirrorer', p.oid, 'EXECUTE'),
 		has_function_privilege('up_mirrorer', p.oid, 'EXECUTE WITH GRANT OPTION'),
 		has_function_privilege('public', p.oid, 'EXECUTE')), '; ' ORDER BY p.proname)
-FROM pg_proc p WHERE p.proname IN ('chroma_get', 'chroma_upsert', 'chroma_upsert_query')}),
-	'chroma_get(text,text[],jsonb,integer,integer,boolean) t f f; '
+FROM pg_proc p WHERE p.proname IN ('chroma_get', 'chroma_query', 'chroma_upsert', 'chroma_upsert_query')}),
+	'chroma_get(text,text[],jsonb,integer,integer,boolean,jsonb) t f f; '
+	  . 'chroma_query(text,real[],integer,jsonb,jsonb,text[]) t f f; '
 	  . 'chroma_upsert(text,text[],real[],text[],jsonb[],boolean) f f f; '
 	  . 'chroma_upsert_query(text,text,boolean) t t f',
-	'0.5: one chroma_get, chroma_upsert and chroma_upsert_query each, with the new last argument; grants kept, none to PUBLIC');
+	'0.5: one chroma_get, chroma_query, chroma_upsert and chroma_upsert_query each, with the new last arguments; grants kept, none to PUBLIC');
 # (0.5's update once quoted the name twice: role """Mixed Case""""Role""" does not exist)
 is($node->safe_psql('postgres', q{
 SELECT has_function_privilege('Mixed Case"Role',

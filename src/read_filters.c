@@ -1,0 +1,270 @@
+/*
+ * read_filters.c — what restricts a get or a query: ids, "where" and "where_document".
+ *
+ * where_document is checked here in full, before anything is sent: Chroma answers a
+ * malformed one with a bare "Invalid where document clause", which names neither the
+ * operator nor where it is. Regular expressions are left to the server (its syntax is
+ * Rust's, not PostgreSQL's).
+ */
+#include "postgres.h"
+
+#include "catalog/pg_type.h"
+#include "lib/stringinfo.h"
+#include "mb/pg_wchar.h"
+#include "miscadmin.h"
+#include "utils/builtins.h"
+#include "utils/jsonb.h"
+
+#include "encode.h"
+#include "pgbuf.h"
+#include "read_filters.h"
+
+#define DOCUMENT_OPERATORS "$contains, $not_contains, $regex, $not_regex, $and, $or"
+
+char *
+read_filter_id_json(const char *id, int len)
+{
+	char	   *u = pg_server_to_any(id, len, PG_UTF8);
+	cs_buf		b;
+
+	pgbuf_init(&b, 32);
+	cs_json_string(&b, u, u == id ? (size_t) len : strlen(u));
+	return pgbuf_cstring(&b);
+}
+
+static int
+cmp_json_ids(const void *a, const void *b, void *arg)
+{
+	char	  **json = (char **) arg;
+	int			ia = *(const int *) a;
+	int			ib = *(const int *) b;
+	int			c = strcmp(json[ia], json[ib]);
+
+	if (c != 0)
+		return c;
+	return ia < ib ? -1 : (ia > ib ? 1 : 0);
+}
+
+List *
+read_filter_ids(ArrayType *ids)
+{
+	Datum	   *elems;
+	bool	   *nulls;
+	int			n;
+	char	  **json;
+	int		   *order;
+	List	   *out = NIL;
+
+	if (ARR_NDIM(ids) > 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
+				 errmsg("ids must be a one-dimensional array")));
+	deconstruct_array(ids, TEXTOID, -1, false, TYPALIGN_INT, &elems, &nulls, &n);
+	json = palloc_array(char *, Max(n, 1));
+	for (int i = 0; i < n; i++)
+	{
+		text	   *t;
+
+		if (nulls[i])
+			ereport(ERROR,
+					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+					 errmsg("id %d is null", i + 1)));
+		t = DatumGetTextPP(elems[i]);
+		json[i] = read_filter_id_json(VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t));
+	}
+	/* a repeated id would come back once per chunk that names it */
+	order = palloc_array(int, Max(n, 1));
+	for (int i = 0; i < n; i++)
+		order[i] = i;
+	qsort_arg(order, n, sizeof(int), cmp_json_ids, json);
+	for (int k = 1, first = order[0]; k < n; k++)
+	{
+		/* ties sort by position: the first occurrence stays */
+		if (strcmp(json[order[k]], json[first]) == 0)
+			json[order[k]] = NULL;
+		else
+			first = order[k];
+	}
+	for (int i = 0; i < n; i++)
+		if (json[i] != NULL)
+			out = lappend(out, json[i]);
+	return out;
+}
+
+void
+read_filter_check_where(Jsonb *where)
+{
+	if (!JB_ROOT_IS_OBJECT(where) || JB_ROOT_IS_SCALAR(where))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("\"where\" must be a JSON object"),
+				 errhint("For example: '{\"lang\": \"en\"}' or '{\"year\": {\"$gte\": 2020}}'.")));
+}
+
+/* "an object", "a string"...: what a JSON value is, for messages. */
+static const char *
+json_kind(const JsonbValue *v)
+{
+	switch (v->type)
+	{
+		case jbvNull:
+			return "null";
+		case jbvString:
+			return "a string";
+		case jbvNumeric:
+			return "a number";
+		case jbvBool:
+			return "a boolean";
+		case jbvBinary:
+			return JsonContainerIsObject(v->val.binary.data) ? "an object" : "an array";
+		default:
+			return "a JSON value";
+	}
+}
+
+static bool
+is_key(const JsonbValue *k, const char *name)
+{
+	return k->val.string.len == (int) strlen(name) &&
+		memcmp(k->val.string.val, name, k->val.string.len) == 0;
+}
+
+static void check_document_object(JsonbContainer *c, const char *path);
+
+/* The list of $and or $or: a non-empty array of filters. */
+static void
+check_document_list(const JsonbValue *list, const char *op, const char *path)
+{
+	JsonbIterator *it;
+	JsonbValue	v;
+	JsonbIteratorToken tok;
+	int			i = 0;
+
+	if (list->type != jbvBinary || !JsonContainerIsArray(list->val.binary.data))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("the value of %s in where_document must be an array of filters", op),
+				 errdetail("%s is %s.", path, json_kind(list)),
+				 errhint("For example: '{\"%s\": [{\"$contains\": \"a\"}, {\"$contains\": \"b\"}]}'.", op)));
+	if (JsonContainerSize(list->val.binary.data) == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("the list of %s in where_document must not be empty", op),
+				 errdetail("%s is an empty array.", path),
+				 errhint("Give %s at least one filter, or leave it out.", op)));
+	it = JsonbIteratorInit(list->val.binary.data);
+	while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
+	{
+		char	   *elem_path;
+
+		if (tok != WJB_ELEM)
+			continue;
+		elem_path = psprintf("%s -> %d", path, i++);
+		if (v.type != jbvBinary || !JsonContainerIsObject(v.val.binary.data))
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("each filter in the list of %s in where_document must be a JSON object", op),
+					 errdetail("%s is %s.", elem_path, json_kind(&v)),
+					 errhint("For example: '{\"%s\": [{\"$contains\": \"a\"}, {\"$contains\": \"b\"}]}'.", op)));
+		check_document_object(v.val.binary.data, elem_path);
+	}
+}
+
+/* One filter: an object with exactly one operator. */
+static void
+check_document_object(JsonbContainer *c, const char *path)
+{
+	JsonbIterator *it;
+	JsonbValue	key;
+	JsonbValue	value;
+	char	   *op;
+	char	   *value_path;
+
+	check_stack_depth();
+	if (JsonContainerSize(c) != 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("a where_document filter must hold exactly one operator"),
+				 JsonContainerSize(c) == 0
+				 ? errdetail("%s is an empty object.", path)
+				 : errdetail("%s has %d keys.", path, (int) JsonContainerSize(c)),
+				 errhint("Combine conditions with $and or $or: '{\"$and\": [{\"$contains\": \"a\"}, {\"$not_contains\": \"b\"}]}'.")));
+	it = JsonbIteratorInit(c);
+	(void) JsonbIteratorNext(&it, &key, true);	/* WJB_BEGIN_OBJECT */
+	if (JsonbIteratorNext(&it, &key, true) != WJB_KEY ||
+		JsonbIteratorNext(&it, &value, true) != WJB_VALUE)
+		elog(ERROR, "a jsonb object of one key without its key and value");
+	op = pnstrdup(key.val.string.val, key.val.string.len);
+	/* used only once op is known to be an operator: no quote to double */
+	value_path = psprintf("%s -> '%s'", path, op);
+
+	if (is_key(&key, "$and") || is_key(&key, "$or"))
+		check_document_list(&value, op, value_path);
+	else if (is_key(&key, "$contains") || is_key(&key, "$not_contains") ||
+			 is_key(&key, "$regex") || is_key(&key, "$not_regex"))
+	{
+		if (value.type != jbvString)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("the value of %s in where_document must be a string", op),
+					 errdetail("%s is %s.", value_path, json_kind(&value)),
+					 errhint("For example: '{\"%s\": \"text\"}'.", op)));
+	}
+	else if (op[0] != '$')
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("unknown where_document operator \"%s\"", op),
+				 errdetail("At %s.", path),
+				 errhint("where_document filters on the document's text with " DOCUMENT_OPERATORS "; filter on metadata with \"where\".")));
+	else
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("unknown where_document operator \"%s\"", op),
+				 errdetail("At %s.", path),
+				 errhint("Use one of " DOCUMENT_OPERATORS ".")));
+}
+
+void
+read_filter_check_document(Jsonb *where_document)
+{
+	if (!JB_ROOT_IS_OBJECT(where_document) || JB_ROOT_IS_SCALAR(where_document))
+	{
+		JsonbValue	v;
+
+		v.type = jbvBinary;
+		v.val.binary.data = &where_document->root;
+		v.val.binary.len = 0;
+		if (JB_ROOT_IS_SCALAR(where_document))
+			(void) JsonbExtractScalar(&where_document->root, &v);
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("where_document must be a JSON object"),
+				 errdetail("where_document is %s.", json_kind(&v)),
+				 errhint("For example: '{\"$contains\": \"text\"}' or '{\"$or\": [{\"$contains\": \"a\"}, {\"$regex\": \"b+\"}]}'.")));
+	}
+	if (JB_ROOT_COUNT(where_document) == 0)
+		return;					/* {}: no filter, as for "where" */
+	check_document_object(&where_document->root, "where_document");
+}
+
+/* Appends ,"key":<jsonb as UTF-8 JSON> */
+static void
+append_jsonb_field(cs_buf *b, const char *key, Jsonb *jb)
+{
+	char	   *txt = JsonbToCString(NULL, &jb->root, VARSIZE(jb));
+	char	   *u = pg_server_to_any(txt, strlen(txt), PG_UTF8);
+
+	cs_buf_putc(b, ',');
+	cs_json_string(b, key, strlen(key));
+	cs_buf_putc(b, ':');
+	cs_buf_puts(b, u);
+}
+
+void
+read_filters_append(cs_buf *b, Jsonb *where, Jsonb *where_document)
+{
+	if (where != NULL && JB_ROOT_COUNT(where) > 0)
+		append_jsonb_field(b, "where", where);
+	if (where_document != NULL && JB_ROOT_COUNT(where_document) > 0)
+		append_jsonb_field(b, "where_document", where_document);
+}
