@@ -91,7 +91,15 @@ install_deps() {
 
 # apt-get install without starting the packages' services (the tests start their own
 # servers on free ports; a stray nginx or PostgreSQL on the default ports is not wanted).
+# Harnesses running side by side (PG_CONCURRENT_MAJORS) take turns: apt holds its lists
+# lock for one process at a time, and would fail the other at once.
 apt_install() {
+	(
+		flock -w 900 7 || { echo "apt_install: waited 900 s for another harness's apt-get"; exit 1; }
+		apt_install_locked "$@"
+	) 7>/var/lock/chroma_sync-apt.lock
+}
+apt_install_locked() {
 	local policy=/usr/sbin/policy-rc.d added=0 rc=0
 	if [ ! -e $policy ]; then
 		printf '#!/bin/sh\nexit 101\n' >$policy && chmod 755 $policy && added=1
