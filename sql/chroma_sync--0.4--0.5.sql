@@ -379,7 +379,7 @@ CREATE FUNCTION chroma_modify_collection(name text, new_name text DEFAULT NULL,
 
 -- {"id", "name", "dimension", "metadata", "configuration"} of one collection
 CREATE FUNCTION chroma_collection(name text) RETURNS jsonb
-	AS 'MODULE_PATHNAME', 'chroma_collection' LANGUAGE C VOLATILE STRICT;
+	AS 'MODULE_PATHNAME', 'chroma_collection' LANGUAGE C VOLATILE;
 
 -- Every function here reaches the network: a DBA grants them explicitly.
 REVOKE ALL ON FUNCTION

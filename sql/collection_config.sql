@@ -64,7 +64,7 @@ SELECT cs_try($$SELECT chroma_modify_collection('regress_cfg_a', new_metadata =>
 SELECT cs_try($$SELECT chroma_modify_collection('regress_cfg_a', new_configuration => '{"hnsw": {"ef_search": 0}}')$$);
 SELECT cs_try($$SELECT chroma_modify_collection('regress_cfg_missing', new_metadata => '{"a": 1}')$$);
 SELECT cs_try($$SELECT chroma_collection('regress_cfg_missing')$$);
-SELECT chroma_collection(NULL) IS NULL AS null_name;
+SELECT cs_try($$SELECT chroma_collection(NULL)$$);
 -- regress_cfg_c was never created
 SELECT chroma_delete_collection('regress_cfg_c', missing_ok => true) AS existed;
 

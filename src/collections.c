@@ -195,6 +195,11 @@ chroma_collection(PG_FUNCTION_ARGS)
 	JsonbValue	k;
 	JsonbValue	v;
 
+	/* not STRICT: a call with NULL is refused to whoever may not call it (TAP 047) */
+	if (PG_ARGISNULL(0))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("name must not be null")));
 	chroma_api_get_collection(text_to_cstring(PG_GETARG_TEXT_PP(0)), &coll, false);
 #define PUT_KEY(str) \
 	do { \

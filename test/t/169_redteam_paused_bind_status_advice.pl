@@ -55,8 +55,7 @@ like(q1(q{SELECT coalesce(last_error, '') FROM chroma_sync.status}), qr/undo the
 	'the status keeps the pause reason\'s advice');
 
 q1(q{ALTER TABLE public.s RENAME published TO pub});
-q1(q{SELECT chroma_resume('public.s')});
-is(confirm_04_filter($node, 'public.s'), 'bound', 'after the undo, confirmed, the filter is bound');
+is(resume_04_filter($node, 'public.s'), 'bound', 'after the undo, confirmed, the filter is bound');
 q1(q{INSERT INTO public.s VALUES (3, '{1,1}', true)});
 ok(wait_for('row 3 arrives', 30, sub { q1(q{SELECT count(*) FROM chroma_get('cs_t169') WHERE id = '3'}) eq '1' }),
 	'after the undo and chroma_resume the mirror syncs');

@@ -22,7 +22,7 @@ use Time::HiRes qw(sleep time);
 our @EXPORT = qw(new_node mirror_04_date_filter make_table fresh_collection mirror assert_equal
   wait_for poll_query status_row worker_pid wait_for_new_worker
   log_offset assert_no_crash diagnostics chroma_stop chroma_start chroma_kill_restart
-  crash_restart_cluster set_conf insert_rows start_proxy confirm_04_filter finish);
+  crash_restart_cluster set_conf insert_rows start_proxy confirm_04_filter resume_04_filter finish);
 
 my $url = $ENV{CHROMA_URL}
   or BAIL_OUT('CHROMA_URL is not set: run the TAP tests through test/run_all.sh');
@@ -329,7 +329,22 @@ sub confirm_04_filter
 		sub { $row->() =~ /^false true DDL ran after ALTER EXTENSION chroma_sync UPDATE and before the sync worker bound the filter/ }),
 		"DDL before the binding: the filter of $table is not bound, the mirror pauses saying why");
 	like($row->(), qr/then run chroma_resume\('[^']+'\) to bind it so/, 'the reason says how to confirm the text');
-	$node->safe_psql($db, "SELECT chroma_resume('$table')");
+	return resume_04_filter($node, $table, $db);
+}
+
+# chroma_resume() of the mirror of TABLE whose 0.4 filter DDL left unbound: it says that it
+# confirms the text, and the worker binds it; returns what confirm_04_filter returns.
+sub resume_04_filter
+{
+	my ($node, $table, $db) = @_;
+	$db //= 'postgres';
+	my $row = sub {
+		$node->safe_psql($db, qq{SELECT (filter_node IS NOT NULL)::text || ' ' || paused::text || ' '
+			|| coalesce(paused_reason, '') FROM chroma_sync.mirror WHERE source = '$table'::regclass});
+	};
+	my ($ret, $out, $err) = $node->psql($db, "SELECT chroma_resume('$table')");
+	like($err, qr/NOTICE:  the sync worker binds the filter .* of this mirror, stored by chroma_sync 0\.4, as its names read now/,
+		"chroma_resume('$table') says it confirms the 0.4 text");
 	my $state = '';
 	wait_for("the worker binds the confirmed filter of $table", 60, sub {
 		my $r = $row->();
