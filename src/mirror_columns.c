@@ -411,6 +411,21 @@ mirror_filter_attnums(Oid relid, const char *filter, const char *filter_node)
 
 		if (a > 0)
 			r = bms_add_member(r, a);
+		else if (a == 0)
+		{
+			/* the whole row (t.*, or a name that no longer names a column: TAP 160) */
+			HeapTuple	tup = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
+			int			natts = 0;
+
+			if (HeapTupleIsValid(tup))
+			{
+				natts = ((Form_pg_class) GETSTRUCT(tup))->relnatts;
+				ReleaseSysCache(tup);
+			}
+			for (AttrNumber c = 1; c <= natts; c++)
+				if (current_name(relid, c) != NULL)
+					r = bms_add_member(r, c);
+		}
 	}
 	return r;
 }

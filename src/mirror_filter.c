@@ -544,12 +544,8 @@ bool		mirror_filter_in_worker = false;
  * swapped by renames since) is refused, not bound to it (TAP 099).
  */
 static void
-check_04_text(MirrorConfig *m, const char *node)
+check_04_ready(MirrorConfig *m, MirrorConfig *now)
 {
-	Bitmapset  *bound;
-	Bitmapset  *recorded = NULL;
-	MirrorConfig *now;
-
 	if (!m->home || !mirror_filter_in_worker)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
@@ -557,31 +553,18 @@ check_04_text(MirrorConfig *m, const char *node)
 				 errdetail("After ALTER EXTENSION chroma_sync UPDATE, the sync worker of the mirror's database binds the filter \"%s\" the first time it loads the mirror, with the settings the worker of 0.4 read it with.",
 						   m->filter),
 				 !m->home ? errhint("Unmirror the table and mirror it again: the original database did not bind the filter before it was dumped.")
-				 : m->filter_ddl_after_update
+				 : (now != NULL && now->filter_ddl_after_update)
 				 ? errhint("DDL ran after the update, so the worker binds it only once confirmed: check that its names still mean what they did, run chroma_resume('%s') to have the worker bind it as they read now, then this again.",
 						   quote_qualified_identifier(get_namespace_name(get_rel_namespace(m->relid)),
 													  get_rel_name(m->relid)))
 				 : errhint("Wait for the worker (chroma_sync.worker_databases must include this database), or unmirror the table and mirror it again.")));
 	/*
-	 * The columns as the catalog records them now, not in the configuration the worker
-	 * loaded: the update (and renames in its transaction) may have committed since
-	 * (TAP 140). None recorded: the update could not record them (TAP 146).
-	 */
-	now = mirror_load(m->mirror_id);
-	if (now == NULL || now->columns == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("the filter of mirror %d, stored by chroma_sync 0.4, cannot be bound: the mirror's columns were not recorded",
-						m->mirror_id),
-				 errdetail("ALTER EXTENSION chroma_sync UPDATE records the columns a filter stored as text reads, by name; it could not for this mirror."),
-				 errhint("Unmirror the table and mirror it again.")));
-	/*
 	 * DDL since the update may have changed what the text's names mean, in ways no record
 	 * of columns can tell (a function or a type's field swapped by renames, an overload
 	 * created or dropped, a column renamed to the table's name: TAP 160-169). The user
-	 * confirms the text with chroma_resume() of the mirror paused for it.
+	 * confirms the text with chroma_resume(). Checked before the text is read at all.
 	 */
-	if (now->filter_ddl_after_update)
+	if (now != NULL && now->filter_ddl_after_update)
 	{
 		m->filter_needs_confirmation = true;
 		ereport(ERROR,
@@ -592,6 +575,27 @@ check_04_text(MirrorConfig *m, const char *node)
 						 quote_qualified_identifier(get_namespace_name(get_rel_namespace(m->relid)),
 													get_rel_name(m->relid)))));
 	}
+}
+
+/*
+ * The columns a 0.4 text binds: those recorded by the update, as the catalog records them
+ * now (now), not in the configuration the worker loaded: the update (and renames in its
+ * transaction) may have committed since (TAP 140). None recorded: the update could not
+ * record them (TAP 146).
+ */
+static void
+check_04_columns(MirrorConfig *m, MirrorConfig *now, const char *node)
+{
+	Bitmapset  *bound;
+	Bitmapset  *recorded = NULL;
+
+	if (now == NULL || now->columns == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("the filter of mirror %d, stored by chroma_sync 0.4, cannot be bound: the mirror's columns were not recorded",
+						m->mirror_id),
+				 errdetail("ALTER EXTENSION chroma_sync UPDATE records the columns a filter stored as text reads, by name; it could not for this mirror."),
+				 errhint("Unmirror the table and mirror it again.")));
 	for (int i = 0; i < now->ncolumns; i++)
 	{
 		MirrorColumn *c = &now->columns[i];
@@ -622,8 +626,8 @@ mirror_filter_derive(MirrorConfig *m)
 	char	   *node;
 	char	  **now;
 	int			n;
-
 	char	   *alias = NULL;
+	MirrorConfig *fresh = NULL;
 
 	/*
 	 * A 0.4 text names the table as it was called when the update recorded the columns the
@@ -632,13 +636,14 @@ mirror_filter_derive(MirrorConfig *m)
 	 */
 	if (m->filter_refs == NULL && m->filter_node == NULL)
 	{
-		/* as the catalog has it now: the update may have committed since m was loaded (TAP 166) */
-		MirrorConfig *now = mirror_load(m->mirror_id);
 		char	   *rel = get_rel_name(m->relid);
 
-		if (now != NULL && now->filter_relname != NULL && rel != NULL &&
-			strcmp(rel, now->filter_relname) != 0)
-			alias = now->filter_relname;
+		/* as the catalog has it now: the update may have committed since m was loaded (TAP 166) */
+		fresh = mirror_load(m->mirror_id);
+		check_04_ready(m, fresh);
+		if (fresh != NULL && fresh->filter_relname != NULL && rel != NULL &&
+			strcmp(rel, fresh->filter_relname) != 0)
+			alias = fresh->filter_relname;
 	}
 	/* text recorded with its references was written with the fixed settings: read it so */
 	(void) canonical(m->relid, m->filter, NULL, m->filter_refs != NULL, alias, &node);
@@ -646,7 +651,7 @@ mirror_filter_derive(MirrorConfig *m)
 	{
 		/* stored by 0.4 (or bound before references were recorded): the text alone */
 		if (m->filter_node == NULL)
-			check_04_text(m, node);
+			check_04_columns(m, fresh, node);
 		return node;
 	}
 	now = mirror_filter_refs(node, &n);
