@@ -89,20 +89,34 @@ chroma_claim_slot(Oid dboid)
 void
 chroma_check_worker_slot(Oid dboid)
 {
-	DbWorkerSlot *slot;
+	DbWorkerSlot *slot = NULL;
 
 	if (chroma_shared == NULL)
 		return;
-	LWLockAcquire(chroma_shared->lock, LW_EXCLUSIVE);
-	slot = chroma_claim_slot(dboid);
-	if (slot != NULL && slot->state == DBW_DORMANT)
+
+	/*
+	 * Every slot taken may only mean that many databases' workers are still looking for
+	 * mirrors (just started, or just created databases): one that finds none goes dormant
+	 * and frees its slot within moments. Wait for that a little before refusing (TAP 031,
+	 * under load).
+	 */
+	for (int tries = 0; tries < 100; tries++)
 	{
-		/* claimed for a mirror being created: started when its transaction commits */
-		slot->state = DBW_IDLE;
-		slot->failures = 0;
-		slot->next_start = 0;
+		LWLockAcquire(chroma_shared->lock, LW_EXCLUSIVE);
+		slot = chroma_claim_slot(dboid);
+		if (slot != NULL && slot->state == DBW_DORMANT)
+		{
+			/* claimed for a mirror being created: started when its transaction commits */
+			slot->state = DBW_IDLE;
+			slot->failures = 0;
+			slot->next_start = 0;
+		}
+		LWLockRelease(chroma_shared->lock);
+		if (slot != NULL)
+			break;
+		CHECK_FOR_INTERRUPTS();
+		pg_usleep(100 * 1000L);
 	}
-	LWLockRelease(chroma_shared->lock);
 	if (slot == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),

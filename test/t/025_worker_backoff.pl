@@ -41,10 +41,12 @@ CREATE EXTENSION chroma_sync;
 CREATE TABLE t (id int PRIMARY KEY, embedding real[]);
 SELECT chroma_delete_collection('cs_t025_broken', true);
 SELECT chroma_mirror('t', collection => 'cs_t025_broken');});
-# (the DDL event trigger, which reads that table, is disabled for the rename: it fires
+# (the DDL event triggers, which read that table, are disabled for the rename: they fire
 # ALWAYS, also under session_replication_role = replica)
 $node->safe_psql('broken', q{ALTER EVENT TRIGGER chroma_sync_ddl_end DISABLE;
+ALTER EVENT TRIGGER chroma_sync_unbound_filters DISABLE;
 ALTER TABLE chroma_sync.mirror RENAME TO mirror_renamed;
+ALTER EVENT TRIGGER chroma_sync_unbound_filters ENABLE ALWAYS;
 ALTER EVENT TRIGGER chroma_sync_ddl_end ENABLE ALWAYS});
 
 my %oid = map {
