@@ -283,7 +283,7 @@ check_query_embeddings(ArrayType *a, int *dim)
 	*dim = ARR_DIMS(a)[1];
 	if (ARR_HASNULL(a))
 	{
-		bits8	   *bitmap = ARR_NULLBITMAP(a);
+		uint8	   *bitmap = ARR_NULLBITMAP(a);
 		int			k = 0;
 
 		while (bitmap[k / 8] & (1 << (k % 8)))
