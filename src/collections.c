@@ -191,9 +191,7 @@ Datum
 chroma_collection(PG_FUNCTION_ARGS)
 {
 	ChromaCollection coll;
-	JsonbParseState *state = NULL;
-	JsonbValue	k;
-	JsonbValue	v;
+	StringInfoData s;
 
 	/* not STRICT: a call with NULL is refused to whoever may not call it (TAP 047) */
 	if (PG_ARGISNULL(0))
@@ -201,55 +199,26 @@ chroma_collection(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("name must not be null")));
 	chroma_api_get_collection(text_to_cstring(PG_GETARG_TEXT_PP(0)), &coll, false);
-#define PUT_KEY(str) \
-	do { \
-		k.type = jbvString; \
-		k.val.string.val = (str); \
-		k.val.string.len = strlen(str); \
-		(void) pushJsonbValue(&state, WJB_KEY, &k); \
-	} while (0)
-	(void) pushJsonbValue(&state, WJB_BEGIN_OBJECT, NULL);
-	PUT_KEY("id");
-	v.type = jbvString;
-	v.val.string.val = coll.id;
-	v.val.string.len = strlen(coll.id);
-	(void) pushJsonbValue(&state, WJB_VALUE, &v);
-	PUT_KEY("name");
-	v.type = jbvString;
-	v.val.string.val = coll.name ? coll.name : "";
-	v.val.string.len = strlen(v.val.string.val);
-	(void) pushJsonbValue(&state, WJB_VALUE, &v);
-	PUT_KEY("dimension");
+	/* as text, then jsonb_in: the same on every major (pushJsonbValue changed in 19) */
+	initStringInfo(&s);
+	appendStringInfoString(&s, "{\"id\":");
+	escape_json(&s, coll.id);
+	appendStringInfoString(&s, ",\"name\":");
+	escape_json(&s, coll.name ? coll.name : "");
 	if (coll.dimension > 0)
-	{
-		v.type = jbvNumeric;
-		v.val.numeric = int64_to_numeric(coll.dimension);
-	}
+		appendStringInfo(&s, ",\"dimension\":%d", coll.dimension);
 	else
-		v.type = jbvNull;
-	(void) pushJsonbValue(&state, WJB_VALUE, &v);
-	PUT_KEY("metadata");
-	if (coll.metadata)
-	{
-		v.type = jbvBinary;
-		v.val.binary.data = &coll.metadata->root;
-		v.val.binary.len = VARSIZE(coll.metadata) - VARHDRSZ;
-	}
-	else
-		v.type = jbvNull;
-	(void) pushJsonbValue(&state, WJB_VALUE, &v);
-	PUT_KEY("configuration");
-	if (coll.configuration)
-	{
-		v.type = jbvBinary;
-		v.val.binary.data = &coll.configuration->root;
-		v.val.binary.len = VARSIZE(coll.configuration) - VARHDRSZ;
-	}
-	else
-		v.type = jbvNull;
-	(void) pushJsonbValue(&state, WJB_VALUE, &v);
-#undef PUT_KEY
-	PG_RETURN_JSONB_P(JsonbValueToJsonb(pushJsonbValue(&state, WJB_END_OBJECT, NULL)));
+		appendStringInfoString(&s, ",\"dimension\":null");
+	appendStringInfoString(&s, ",\"metadata\":");
+	appendStringInfoString(&s, coll.metadata
+						   ? JsonbToCString(NULL, &coll.metadata->root, VARSIZE(coll.metadata))
+						   : "null");
+	appendStringInfoString(&s, ",\"configuration\":");
+	appendStringInfoString(&s, coll.configuration
+						   ? JsonbToCString(NULL, &coll.configuration->root, VARSIZE(coll.configuration))
+						   : "null");
+	appendStringInfoChar(&s, '}');
+	PG_RETURN_DATUM(DirectFunctionCall1(jsonb_in, CStringGetDatum(s.data)));
 }
 
 Datum
