@@ -51,6 +51,16 @@
 #define chroma_column_is_virtual(relid, attnum) ((void) (relid), (void) (attnum), false)
 #endif
 
+/*
+ * A tuple descriptor built by hand is finalized before any use (19: TupleDescFinalize
+ * computes what deforming relies on; a descriptor used without it crashed).
+ */
+#if PG_VERSION_NUM >= 190000
+#define chroma_tupdesc_finalize(td) TupleDescFinalize(td)
+#else
+#define chroma_tupdesc_finalize(td) ((void) (td))
+#endif
+
 /* A type name's parse tree (callers include parser/parse_type.h; 16 added escontext). */
 #if PG_VERSION_NUM >= 160000
 #define chroma_type_string_to_name(str) typeStringToTypeName((str), NULL)

@@ -23,6 +23,7 @@
 #include "utils/tuplestore.h"
 
 #include "chroma_api.h"
+#include "pg_compat.h"
 #include "get_pages.h"
 #include "pgbuf.h"
 #include "records.h"
@@ -117,6 +118,7 @@ delete_by_ids(const char *collection, const char *collection_id, const char *fil
 	bool		more = true;
 
 	TupleDescInitEntry(td, 1, "id", TEXTOID, -1, 0);
+	chroma_tupdesc_finalize(td);
 	ids = tuplestore_begin_heap(false, false, work_mem);
 	get_pager_init(&pager, collection_id, psprintf("\"include\":[]%s", filters), 0, -1,
 				   psprintf("read the ids of the records of collection \"%s\" to delete",
