@@ -668,11 +668,10 @@ chroma_api_set_collection_metadata(const char *collection_id, Jsonb *metadata)
 {
 	StringInfoData s;
 	ChromaResponse resp;
-	char	   *m = JsonbToCString(NULL, &metadata->root, VARSIZE(metadata));
 
 	initStringInfo(&s);
 	appendStringInfoString(&s, "{\"new_metadata\":");
-	appendStringInfoString(&s, pg_server_to_any(m, strlen(m), PG_UTF8));
+	append_jsonb_utf8(&s, metadata);
 	appendStringInfoChar(&s, '}');
 	chroma_call_or_raise("PUT", psprintf("%s/%s", chroma_collections_url(), collection_id),
 						 s.data, s.len, &resp, "update collection metadata");

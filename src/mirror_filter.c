@@ -543,6 +543,14 @@ bool		mirror_filter_in_worker = false;
  * recorded by the update (by attnum): text that now binds a column not recorded (a name
  * swapped by renames since) is refused, not bound to it (TAP 099).
  */
+/* The mirror's table as chroma_resume's argument in advice: a literal of its qualified name. */
+static char *
+resume_argument(MirrorConfig *m)
+{
+	return quote_literal_cstr(quote_qualified_identifier(get_namespace_name(get_rel_namespace(m->relid)),
+														 get_rel_name(m->relid)));
+}
+
 static void
 check_04_ready(MirrorConfig *m, MirrorConfig *now)
 {
@@ -555,8 +563,7 @@ check_04_ready(MirrorConfig *m, MirrorConfig *now)
 				 !m->home ? errhint("Unmirror the table and mirror it again: the original database did not bind the filter before it was dumped.")
 				 : (now != NULL && now->filter_ddl_after_update)
 				 ? errhint("DDL ran after the update, so the worker binds it only once confirmed: check that its names still mean what they did, run chroma_resume(%s) to have the worker bind it as they read now, then this again.",
-						   quote_literal_cstr(quote_qualified_identifier(get_namespace_name(get_rel_namespace(m->relid)),
-																		 get_rel_name(m->relid))))
+						   resume_argument(m))
 				 : errhint("Wait for the worker (chroma_sync.worker_databases must include this database), or unmirror the table and mirror it again.")));
 	/*
 	 * DDL since the update may have changed what the text's names mean, in ways no record
@@ -572,8 +579,7 @@ check_04_ready(MirrorConfig *m, MirrorConfig *now)
 				 errmsg(MIRROR_FILTER_DDL_REASON " \"%s\", stored by chroma_sync 0.4 as text", m->filter),
 				 errdetail("Its names may now mean other columns, functions or types than they did."),
 				 errhint("Check that they still mean what they did, then run chroma_resume(%s) to bind it so; or unmirror the table and mirror it again.",
-						 quote_literal_cstr(quote_qualified_identifier(get_namespace_name(get_rel_namespace(m->relid)),
-																	   get_rel_name(m->relid))))));
+						 resume_argument(m))));
 	}
 }
 

@@ -23,9 +23,10 @@
 #include "utils/tuplestore.h"
 
 #include "chroma_api.h"
-#include "pg_compat.h"
 #include "get_pages.h"
+#include "pg_compat.h"
 #include "pgbuf.h"
+#include "read_filters.h"
 #include "records.h"
 #include "response.h"
 #include "where_document.h"
@@ -44,23 +45,6 @@ filter_arg(FunctionCallInfo fcinfo, int argno)
 	if (JB_ROOT_IS_OBJECT(jb) && !JB_ROOT_IS_SCALAR(jb) && JB_ROOT_COUNT(jb) == 0)
 		return NULL;
 	return jb;
-}
-
-/* Appends ,"key":<jsonb as UTF-8 JSON> */
-static void
-append_filter(cs_buf *b, const char *key, Jsonb *jb)
-{
-	char	   *txt;
-	char	   *u;
-
-	if (jb == NULL)
-		return;
-	txt = JsonbToCString(NULL, &jb->root, VARSIZE(jb));
-	u = pg_server_to_any(txt, strlen(txt), PG_UTF8);
-	cs_buf_putc(b, ',');
-	cs_json_string(b, key, strlen(key));
-	cs_buf_putc(b, ':');
-	cs_buf_puts(b, u);
 }
 
 /* Where the server counts: the filter with a limit, until a request deletes fewer. */
@@ -203,8 +187,8 @@ chroma_delete_where(PG_FUNCTION_ARGS)
 				 errhint("To remove every record, drop the collection (chroma_delete_collection) or delete its ids (chroma_delete).")));
 
 	pgbuf_init(&filters, 256);
-	append_filter(&filters, "where", where);
-	append_filter(&filters, "where_document", where_document);
+	/* both checked above: JSON objects, each NULL when empty */
+	read_filters_append(&filters, where, where_document);
 	(void) pgbuf_cstring(&filters);
 
 	chroma_api_get_collection(collection, &coll, false);
