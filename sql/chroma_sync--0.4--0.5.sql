@@ -167,8 +167,8 @@ ALTER TABLE chroma_sync.mirror
 	-- a filter stored by 0.4 as text: the table's name when its columns were recorded
 	-- (the text may qualify them with it; the worker binds it under that name)
 	ADD COLUMN filter_relname name,
-	-- and DDL ran before the worker bound it (see the end of this script)
-	ADD COLUMN filter_ddl_after_update boolean NOT NULL DEFAULT false;
+	-- the DDL epoch its text was last confirmed at (see the end of this script)
+	ADD COLUMN filter_confirmed_epoch bigint NOT NULL DEFAULT 0;
 
 -- After ALTER TABLE on a mirrored table: follow renames that change nothing sent, pause
 -- on any other change of the mirrored columns (or of the filter's).
@@ -415,35 +415,62 @@ REVOKE EXECUTE ON FUNCTION chroma_delete_where(text, jsonb, jsonb) FROM PUBLIC;
 -- The worker binds a filter stored by 0.4 as text the first time it loads the mirror after
 -- this update. DDL run before that may change what its names mean: a column, function,
 -- type field or schema renamed (or swapped by renames), an overload created or dropped.
--- Any such DDL marks the unbound filters, and the worker then refuses to bind them; the
--- mirror pauses saying why, and chroma_resume() of a mirror paused so binds the text as
--- its names read then (TAP 160-169). Last in this script: its own DDL does not count.
+-- Such DDL advances the DDL epoch while a filter is unbound, and the worker refuses to bind
+-- a text whose confirmed epoch (0: the update) is behind it; the mirror pauses saying why,
+-- and chroma_resume() of a mirror paused so confirms the text at the epoch then: the worker
+-- binds it as its names read (TAP 160-169). The epoch is a sequence: advancing it takes no
+-- row lock and cannot fail a serializable transaction (TAP 172, 174). DDL on temporary
+-- objects only does not advance it: no worker can bind a name to another session's
+-- temporary objects (TAP 171). Last in this script: its own DDL does not count.
+CREATE SEQUENCE chroma_sync.ddl_epoch;
+REVOKE ALL ON SEQUENCE chroma_sync.ddl_epoch FROM PUBLIC;
+
 CREATE FUNCTION chroma_sync.on_ddl_unbound_filters() RETURNS event_trigger
 	LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
-	IF NOT (pg_catalog.starts_with(TG_TAG, 'ALTER ') OR pg_catalog.starts_with(TG_TAG, 'DROP ')
-			OR TG_TAG OPERATOR(pg_catalog.=) ANY (ARRAY['CREATE FUNCTION', 'CREATE PROCEDURE',
-				'CREATE AGGREGATE', 'CREATE OPERATOR', 'CREATE OPERATOR CLASS',
-				'CREATE OPERATOR FAMILY', 'CREATE CAST', 'CREATE TYPE', 'CREATE DOMAIN',
-				'CREATE COLLATION', 'CREATE CONVERSION', 'CREATE SCHEMA', 'CREATE EXTENSION',
-				'CREATE TEXT SEARCH CONFIGURATION', 'CREATE TEXT SEARCH DICTIONARY',
-				'CREATE TEXT SEARCH PARSER', 'CREATE TEXT SEARCH TEMPLATE', 'CREATE TRANSFORM',
-				'CREATE LANGUAGE', 'CREATE ACCESS METHOD'])) THEN
-		RETURN;
+	IF TG_EVENT OPERATOR(pg_catalog.=) 'sql_drop' THEN
+		IF NOT EXISTS (SELECT FROM pg_catalog.pg_event_trigger_dropped_objects() d
+				WHERE NOT d.is_temporary) THEN
+			RETURN;
+		END IF;
+	ELSE
+		-- drops: at sql_drop, which tells what they dropped
+		IF pg_catalog.starts_with(TG_TAG, 'DROP ') OR NOT (pg_catalog.starts_with(TG_TAG, 'ALTER ')
+				OR TG_TAG OPERATOR(pg_catalog.=) ANY (ARRAY['CREATE FUNCTION', 'CREATE PROCEDURE',
+					'CREATE AGGREGATE', 'CREATE OPERATOR', 'CREATE OPERATOR CLASS',
+					'CREATE OPERATOR FAMILY', 'CREATE CAST', 'CREATE TYPE', 'CREATE DOMAIN',
+					'CREATE COLLATION', 'CREATE CONVERSION', 'CREATE SCHEMA', 'CREATE EXTENSION',
+					'CREATE TEXT SEARCH CONFIGURATION', 'CREATE TEXT SEARCH DICTIONARY',
+					'CREATE TEXT SEARCH PARSER', 'CREATE TEXT SEARCH TEMPLATE', 'CREATE TRANSFORM',
+					'CREATE LANGUAGE', 'CREATE ACCESS METHOD'])) THEN
+			RETURN;
+		END IF;
+		-- this very update (its ALTER EXTENSION ends after the trigger exists)
+		IF TG_TAG OPERATOR(pg_catalog.=) 'ALTER EXTENSION' AND EXISTS (
+				SELECT FROM pg_catalog.pg_event_trigger_ddl_commands() c, pg_catalog.pg_extension e
+				WHERE c.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_extension'::pg_catalog.regclass
+					AND c.objid OPERATOR(pg_catalog.=) e.oid
+					AND e.extname OPERATOR(pg_catalog.=) 'chroma_sync') THEN
+			RETURN;
+		END IF;
+		-- temporary objects only (a command not reported counts)
+		IF EXISTS (SELECT FROM pg_catalog.pg_event_trigger_ddl_commands())
+				AND NOT EXISTS (SELECT FROM pg_catalog.pg_event_trigger_ddl_commands() c
+					WHERE c.schema_name IS DISTINCT FROM 'pg_temp') THEN
+			RETURN;
+		END IF;
 	END IF;
-	-- this very update (its ALTER EXTENSION ends after the trigger exists)
-	IF TG_TAG OPERATOR(pg_catalog.=) 'ALTER EXTENSION' AND EXISTS (
-			SELECT FROM pg_catalog.pg_event_trigger_ddl_commands() c, pg_catalog.pg_extension e
-			WHERE c.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_extension'::pg_catalog.regclass
-				AND c.objid OPERATOR(pg_catalog.=) e.oid
-				AND e.extname OPERATOR(pg_catalog.=) 'chroma_sync') THEN
-		RETURN;
+	-- (the catalog renamed away: nothing to mark, TAP 025)
+	IF pg_catalog.to_regclass('chroma_sync.mirror') IS NOT NULL AND EXISTS (
+			SELECT FROM chroma_sync.mirror WHERE filter IS NOT NULL AND filter_node IS NULL) THEN
+		PERFORM pg_catalog.nextval('chroma_sync.ddl_epoch'::pg_catalog.regclass);
 	END IF;
-	UPDATE chroma_sync.mirror SET filter_ddl_after_update = true
-		WHERE filter IS NOT NULL AND filter_node IS NULL AND NOT filter_ddl_after_update;
 END
 $$;
 REVOKE ALL ON FUNCTION chroma_sync.on_ddl_unbound_filters() FROM PUBLIC;
 CREATE EVENT TRIGGER chroma_sync_unbound_filters ON ddl_command_end
 	EXECUTE FUNCTION chroma_sync.on_ddl_unbound_filters();
 ALTER EVENT TRIGGER chroma_sync_unbound_filters ENABLE ALWAYS;
+CREATE EVENT TRIGGER chroma_sync_unbound_filters_drop ON sql_drop
+	EXECUTE FUNCTION chroma_sync.on_ddl_unbound_filters();
+ALTER EVENT TRIGGER chroma_sync_unbound_filters_drop ENABLE ALWAYS;

@@ -806,7 +806,7 @@ set_paused(FunctionCallInfo fcinfo, bool paused)
 		 */
 		if (m->filter_ddl_after_update && m->filter_node == NULL)
 		{
-			spi_exec("UPDATE chroma_sync.mirror SET filter_ddl_after_update = false "
+			spi_exec("UPDATE chroma_sync.mirror SET filter_confirmed_epoch = " MIRROR_DDL_EPOCH " "
 					 "WHERE mirror_id = $1 AND NOT $2",
 					 2, types, values, SPI_OK_UPDATE);
 			ereport(NOTICE,

@@ -267,6 +267,11 @@ extern bool mirror_filter_in_worker;
  * The pause reason of a 0.4 filter not bound because DDL ran first; chroma_resume() of a
  * mirror paused with it confirms the text as its names read now.
  */
+/*
+ * The DDL epoch: advanced by DDL (not on temporary objects only) while a 0.4 text is unbound
+ * (0 before the first; the sequence does not exist before the update to 0.5). SQL text.
+ */
+#define MIRROR_DDL_EPOCH "COALESCE(pg_catalog.pg_sequence_last_value(pg_catalog.to_regclass('chroma_sync.ddl_epoch')), 0)"
 #define MIRROR_FILTER_DDL_REASON "DDL ran after ALTER EXTENSION chroma_sync UPDATE and before the sync worker bound the filter"
 
 /* Whether filters are bound (the catalog is 0.5's: filter_node, chroma_sync_filter.match). */

@@ -657,7 +657,15 @@ mirror_filter_derive(MirrorConfig *m)
 	{
 		/* stored by 0.4 (or bound before references were recorded): the text alone */
 		if (m->filter_node == NULL)
+		{
 			check_04_columns(m, fresh, node);
+			/*
+			 * Checked again once bound: DDL whose effects the binding read committed after
+			 * advancing the epoch (its event trigger runs before its commit), so it shows
+			 * now if it did not before (the epoch is read outside any snapshot).
+			 */
+			check_04_ready(m, mirror_load(m->mirror_id));
+		}
 		return node;
 	}
 	now = mirror_filter_refs(node, &n);

@@ -2,7 +2,7 @@
 # that creates and drops a temporary table every 10 ms, as ETL jobs and ORMs do), a
 # 0.4 text filter paused for "DDL ran after ALTER EXTENSION chroma_sync UPDATE" is bound
 # only if the worker wins a race. chroma_resume() (the advice of the pause reason) clears
-# filter_ddl_after_update, but the next DROP TABLE of any temporary table, in any schema,
+# the flag (now: confirms the text at the current DDL epoch), but the next DROP TABLE of any temporary table, in any schema,
 # by any role, sets it again before the worker loads the mirror: the worker pauses it
 # again with the same reason and the same advice. The mirror stays stuck with no working
 # advice (short of stopping the application or unmirroring).
@@ -17,7 +17,8 @@
 # if the worker loads the mirror before any DDL commits).
 # What should happen: the confirmed text is bound (DDL on temporary objects, or DDL
 # that cannot change what the text names, should not withdraw the user's confirmation
-# before the worker has acted on it).
+# before the worker has acted on it). Fixed: DDL on temporary objects only does not
+# advance the DDL epoch (no worker binds a name to another session's temporary objects).
 use strict;
 use warnings;
 

@@ -11,10 +11,10 @@
 # EXTENSION chroma_sync UPDATE. Session A (superuser): ALTER TABLE public.other ADD COLUMN,
 # then stays in its transaction (pg_sleep). Session B (role app, no rights on chroma_sync,
 # own schema): SET lock_timeout = '3s'; CREATE TEMP TABLE / DROP TABLE.
-# What happens: B's DDL fails with "canceling statement due to lock timeout" (it waited
+# What happened: B's DDL failed with "canceling statement due to lock timeout" (it waited
 # on A's row lock of chroma_sync.mirror). What should happen: unrelated DDL of another
-# session does not wait for A (flagging needs no row lock held to commit: e.g. skip rows
-# already being flagged, SKIP LOCKED, or a flag outside the mirror row).
+# session does not wait for A. Fixed: DDL advances a sequence (the DDL epoch), which
+# takes no row lock; B's DDL on its own tables advances it too, without waiting.
 use strict;
 use warnings;
 
@@ -61,7 +61,7 @@ ok(poll_query($node, q{SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'A
 
 # session B: an application role's temporary table
 my ($rb, $ob, $eb) = $node->psql('postgres',
-	q{SET lock_timeout = '3s'; CREATE TEMP TABLE scratch (x int); DROP TABLE scratch; CREATE TABLE app.t (x int);},
+	q{SET lock_timeout = '3s'; CREATE TEMP TABLE scratch (x int); DROP TABLE scratch; CREATE TABLE app.t (x int); ALTER TABLE app.t ADD COLUMN y int; DROP TABLE app.t;},
 	extra_params => [ '-U', 'app' ]);
 is($rb, 0, "another role's DDL on its own and temporary objects does not wait for session A")
 	or diag($eb);
