@@ -415,7 +415,7 @@ REVOKE EXECUTE ON FUNCTION chroma_delete_where(text, jsonb, jsonb) FROM PUBLIC;
 -- The worker binds a filter stored by 0.4 as text the first time it loads the mirror after
 -- this update. DDL run before that may change what its names mean: a column, function,
 -- type field or schema renamed (or swapped by renames), an overload created or dropped.
--- Such DDL advances the DDL epoch while a filter is unbound, and the worker refuses to bind
+-- Such DDL advances the DDL epoch, and the worker refuses to bind
 -- a text whose confirmed epoch (0: the update) is behind it; the mirror pauses saying why,
 -- and chroma_resume() of a mirror paused so confirms the text at the epoch then: the worker
 -- binds it as its names read (TAP 160-169). The epoch is a sequence: advancing it takes no
@@ -460,11 +460,8 @@ BEGIN
 			RETURN;
 		END IF;
 	END IF;
-	-- (the catalog renamed away: nothing to mark, TAP 025)
-	IF pg_catalog.to_regclass('chroma_sync.mirror') IS NOT NULL AND EXISTS (
-			SELECT FROM chroma_sync.mirror WHERE filter IS NOT NULL AND filter_node IS NULL) THEN
-		PERFORM pg_catalog.nextval('chroma_sync.ddl_epoch'::pg_catalog.regclass);
-	END IF;
+	-- whether or not a filter is unbound: a snapshot taken before the update cannot tell
+	PERFORM pg_catalog.nextval('chroma_sync.ddl_epoch'::pg_catalog.regclass);
 END
 $$;
 REVOKE ALL ON FUNCTION chroma_sync.on_ddl_unbound_filters() FROM PUBLIC;

@@ -228,8 +228,8 @@ load_where(const char *where, int nargs, Oid *types, Datum *values)
 						   /* 0.5: filter_relname, NULL before the update */
 						   "pg_catalog.to_jsonb(m) OPERATOR(pg_catalog.->>) 'filter_relname' AS filter_relname, "
 						   /* 0.5: DDL advanced the epoch past the one a 0.4 text was confirmed at */
-						   "(pg_catalog.to_jsonb(m) OPERATOR(pg_catalog.->>) 'filter_confirmed_epoch')::pg_catalog.int8 "
-						   "OPERATOR(pg_catalog.<) " MIRROR_DDL_EPOCH " AS filter_ddl "
+						   "((pg_catalog.to_jsonb(m) OPERATOR(pg_catalog.->>) 'filter_confirmed_epoch')::pg_catalog.int8 "
+						   "OPERATOR(pg_catalog.<) " MIRROR_DDL_EPOCH ")::pg_catalog.text AS filter_ddl "
 						   "FROM chroma_sync.mirror m %s ORDER BY mirror_id",
 						   mirror_columns_by_name_exist() ? MIRROR_COLUMNS_BY_NAME : MIRROR_COLUMNS_NONE,
 						   where);

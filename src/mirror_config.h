@@ -268,7 +268,8 @@ extern bool mirror_filter_in_worker;
  * mirror paused with it confirms the text as its names read now.
  */
 /*
- * The DDL epoch: advanced by DDL (not on temporary objects only) while a 0.4 text is unbound
+ * The DDL epoch: advanced by DDL that may change what names mean (ALTER, DROP, CREATE FUNCTION
+ * and the like), unless on temporary objects only
  * (0 before the first; the sequence does not exist before the update to 0.5). SQL text.
  */
 #define MIRROR_DDL_EPOCH "COALESCE(pg_catalog.pg_sequence_last_value(pg_catalog.to_regclass('chroma_sync.ddl_epoch')), 0)"
