@@ -17,7 +17,6 @@ OBJS = \
 	src/query.o \
 	src/records_replace.o \
 	src/records_delete.o \
-	src/where_document.o \
 	src/get_pages.o \
 	src/collection_config.o \
 	src/collections.o \

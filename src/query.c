@@ -64,7 +64,7 @@ filter_args(FunctionCallInfo fcinfo, int argno, QuerySpec *qs)
 	if (qs->where != NULL)
 		read_filter_check_where(qs->where);
 	if (qs->where_document != NULL)
-		read_filter_check_document(qs->where_document);
+		read_filter_check_document(qs->where_document, false);
 }
 
 /* Looks the collection up (argument 0) and checks that its dimension is the queries'. */

@@ -101,6 +101,79 @@ read_filter_check_where(Jsonb *where)
 				 errhint("For example: '{\"lang\": \"en\"}' or '{\"year\": {\"$gte\": 2020}}'.")));
 }
 
+static bool is_key(const JsonbValue *k, const char *name);
+
+/*
+ * For a delete: no part of "where" that Chroma reads as every record (an empty $and or
+ * $or list, an empty object in one) nor an empty $in / $nin list. Other operators are
+ * Chroma's to check.
+ */
+static void
+check_where_object_for_delete(JsonbContainer *c, const char *path)
+{
+	JsonbIterator *it;
+	JsonbValue	key;
+	JsonbValue	value;
+	JsonbIteratorToken tok;
+
+	check_stack_depth();
+	if (JsonContainerSize(c) == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("chroma_delete_where refuses an empty filter inside \"where\""),
+				 errdetail("%s is an empty object, which Chroma reads as every record.", path),
+				 errhint("Give every filter at least one condition.")));
+	it = JsonbIteratorInit(c);
+	while ((tok = JsonbIteratorNext(&it, &key, true)) != WJB_DONE)
+	{
+		char	   *key_path;
+
+		if (tok != WJB_KEY)
+			continue;
+		if (JsonbIteratorNext(&it, &value, true) != WJB_VALUE)
+			elog(ERROR, "a jsonb object key without its value");
+		key_path = psprintf("%s -> %s", path,
+							quote_literal_cstr(pnstrdup(key.val.string.val, key.val.string.len)));
+		if (is_key(&key, "$and") || is_key(&key, "$or") || is_key(&key, "$in") || is_key(&key, "$nin"))
+		{
+			JsonbIterator *elems;
+			JsonbValue	e;
+
+			if (value.type != jbvBinary || !JsonContainerIsArray(value.val.binary.data) ||
+				JsonContainerIsScalar(value.val.binary.data))
+				continue;		/* Chroma refuses it */
+			if (JsonContainerSize(value.val.binary.data) == 0)
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("chroma_delete_where refuses an empty list in \"where\""),
+						 errdetail("%s is an empty array%s.", key_path,
+								   (is_key(&key, "$in") ? "" : ", which Chroma reads as every record")),
+						 errhint("Give it at least one element, or leave it out.")));
+			if (is_key(&key, "$in") || is_key(&key, "$nin"))
+				continue;
+			elems = JsonbIteratorInit(value.val.binary.data);
+			for (int i = 0; (tok = JsonbIteratorNext(&elems, &e, true)) != WJB_DONE;)
+				if (tok == WJB_ELEM)
+				{
+					if (e.type == jbvBinary && JsonContainerIsObject(e.val.binary.data))
+						check_where_object_for_delete(e.val.binary.data,
+													  psprintf("%s -> %d", key_path, i));
+					i++;
+				}
+		}
+		else if (value.type == jbvBinary && JsonContainerIsObject(value.val.binary.data))
+			check_where_object_for_delete(value.val.binary.data, key_path);
+	}
+}
+
+void
+read_filter_check_where_for_delete(Jsonb *where)
+{
+	read_filter_check_where(where);
+	if (JB_ROOT_COUNT(where) > 0)
+		check_where_object_for_delete(&where->root, "where");
+}
+
 /* "an object", "a string"...: what a JSON value is, for messages. */
 static const char *
 json_kind(const JsonbValue *v)
@@ -129,11 +202,11 @@ is_key(const JsonbValue *k, const char *name)
 		memcmp(k->val.string.val, name, k->val.string.len) == 0;
 }
 
-static void check_document_object(JsonbContainer *c, const char *path);
+static void check_document_object(JsonbContainer *c, const char *path, bool nonempty);
 
 /* The list of $and or $or: a non-empty array of filters. */
 static void
-check_document_list(const JsonbValue *list, const char *op, const char *path)
+check_document_list(const JsonbValue *list, const char *op, const char *path, bool nonempty)
 {
 	JsonbIterator *it;
 	JsonbValue	v;
@@ -166,13 +239,13 @@ check_document_list(const JsonbValue *list, const char *op, const char *path)
 					 errmsg("each filter in the list of %s in where_document must be a JSON object", op),
 					 errdetail("%s is %s.", elem_path, json_kind(&v)),
 					 errhint("For example: '{\"%s\": [{\"$contains\": \"a\"}, {\"$contains\": \"b\"}]}'.", op)));
-		check_document_object(v.val.binary.data, elem_path);
+		check_document_object(v.val.binary.data, elem_path, nonempty);
 	}
 }
 
-/* One filter: an object with exactly one operator. */
+/* One filter: an object with exactly one operator; nonempty: no empty string either. */
 static void
-check_document_object(JsonbContainer *c, const char *path)
+check_document_object(JsonbContainer *c, const char *path, bool nonempty)
 {
 	JsonbIterator *it;
 	JsonbValue	key;
@@ -199,7 +272,7 @@ check_document_object(JsonbContainer *c, const char *path)
 	value_path = psprintf("%s -> '%s'", path, op);
 
 	if (is_key(&key, "$and") || is_key(&key, "$or"))
-		check_document_list(&value, op, value_path);
+		check_document_list(&value, op, value_path, nonempty);
 	else if (is_key(&key, "$contains") || is_key(&key, "$not_contains") ||
 			 is_key(&key, "$regex") || is_key(&key, "$not_regex"))
 	{
@@ -209,6 +282,13 @@ check_document_object(JsonbContainer *c, const char *path)
 					 errmsg("the value of %s in where_document must be a string", op),
 					 errdetail("%s is %s.", value_path, json_kind(&value)),
 					 errhint("For example: '{\"%s\": \"text\"}'.", op)));
+		if (nonempty && value.val.string.len == 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("the value of %s in where_document must not be an empty string", op),
+					 errdetail("%s is an empty string: every document contains it, and it matches every document as a regular expression.",
+							   value_path),
+					 errhint("Give the text to look for.")));
 	}
 	else if (op[0] != '$')
 		ereport(ERROR,
@@ -225,7 +305,7 @@ check_document_object(JsonbContainer *c, const char *path)
 }
 
 void
-read_filter_check_document(Jsonb *where_document)
+read_filter_check_document(Jsonb *where_document, bool nonempty)
 {
 	if (!JB_ROOT_IS_OBJECT(where_document) || JB_ROOT_IS_SCALAR(where_document))
 	{
@@ -244,7 +324,7 @@ read_filter_check_document(Jsonb *where_document)
 	}
 	if (JB_ROOT_COUNT(where_document) == 0)
 		return;					/* {}: no filter, as for "where" */
-	check_document_object(&where_document->root, "where_document");
+	check_document_object(&where_document->root, "where_document", nonempty);
 }
 
 /* Appends ,"key":<jsonb as UTF-8 JSON> */

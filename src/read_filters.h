@@ -21,12 +21,15 @@ extern char *read_filter_id_json(const char *id, int len);
 
 /* ERROR unless where is a JSON object (Chroma checks its operators). */
 extern void read_filter_check_where(Jsonb *where);
+/* And for a delete: no empty $and, $or, $in, $nin list nor empty object inside. */
+extern void read_filter_check_where_for_delete(Jsonb *where);
 
 /*
  * ERROR unless where_document is a JSON object built of $contains, $not_contains,
- * $regex and $not_regex (a string each), combined with non-empty $and and $or lists.
+ * $regex and $not_regex (a string each; not empty if nonempty: a delete refuses what
+ * matches every document), combined with non-empty $and and $or lists. {} is no filter.
  */
-extern void read_filter_check_document(Jsonb *where_document);
+extern void read_filter_check_document(Jsonb *where_document, bool nonempty);
 
 /*
  * Appends ,"where":{..} and ,"where_document":{..} (as UTF-8 JSON) for the filters that

@@ -29,7 +29,6 @@
 #include "read_filters.h"
 #include "records.h"
 #include "response.h"
-#include "where_document.h"
 
 PG_FUNCTION_INFO_V1(chroma_delete_where);
 
@@ -172,13 +171,10 @@ chroma_delete_where(PG_FUNCTION_ARGS)
 				 errmsg("collection must not be null")));
 	collection = text_to_cstring(PG_GETARG_TEXT_PP(0));
 	chroma_check_collection_name(collection);
-	if (where != NULL && (!JB_ROOT_IS_OBJECT(where) || JB_ROOT_IS_SCALAR(where)))
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("\"where\" must be a JSON object"),
-				 errhint("For example: '{\"lang\": \"en\"}' or '{\"year\": {\"$lt\": 2020}}'.")));
+	if (where != NULL)
+		read_filter_check_where_for_delete(where);
 	if (where_document != NULL)
-		chroma_check_where_document(where_document, "where_document");
+		read_filter_check_document(where_document, true);
 	if (where == NULL && where_document == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),

@@ -154,7 +154,7 @@ chroma_get(PG_FUNCTION_ARGS)
 	if (where != NULL)
 		read_filter_check_where(where);
 	if (where_document != NULL)
-		read_filter_check_document(where_document);
+		read_filter_check_document(where_document, false);
 	id = collection_id_arg(fcinfo);
 	InitMaterializedSRF(fcinfo, 0);
 	if (!PG_ARGISNULL(1) && ids == NIL)
