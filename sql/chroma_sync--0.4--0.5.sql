@@ -415,13 +415,13 @@ REVOKE EXECUTE ON FUNCTION chroma_delete_where(text, jsonb, jsonb) FROM PUBLIC;
 -- The worker binds a filter stored by 0.4 as text the first time it loads the mirror after
 -- this update. DDL run before that may change what its names mean: a column, function,
 -- type field or schema renamed (or swapped by renames), an overload created or dropped.
--- Such DDL advances the DDL epoch, and the worker refuses to bind
--- a text whose confirmed epoch (0: the update) is behind it; the mirror pauses saying why,
+-- Any DDL advances the DDL epoch (a CREATE TABLE too: it may rename an array type away
+-- and take its name, TAP 193), and the worker refuses to bind a text whose confirmed epoch (0: the update) is behind it; the mirror pauses saying why,
 -- and chroma_resume() of a mirror paused so confirms the text at the epoch then: the worker
 -- binds it as its names read (TAP 160-169). The epoch is a sequence: advancing it takes no
--- row lock and cannot fail a serializable transaction (TAP 172, 174). DDL on temporary
--- objects only does not advance it: no worker can bind a name to another session's
--- temporary objects (TAP 171). Last in this script: its own DDL does not count.
+-- row lock and cannot fail a serializable transaction (TAP 172, 174). Creating or dropping
+-- temporary objects only does not advance it (TAP 171). Last in this script: its own DDL
+-- does not count.
 CREATE SEQUENCE chroma_sync.ddl_epoch;
 REVOKE ALL ON SEQUENCE chroma_sync.ddl_epoch FROM PUBLIC;
 
@@ -429,20 +429,14 @@ CREATE FUNCTION chroma_sync.on_ddl_unbound_filters() RETURNS event_trigger
 	LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
 	IF TG_EVENT OPERATOR(pg_catalog.=) 'sql_drop' THEN
+		-- temporary objects only (a permanent one that depended on them shows here too)
 		IF NOT EXISTS (SELECT FROM pg_catalog.pg_event_trigger_dropped_objects() d
 				WHERE NOT d.is_temporary) THEN
 			RETURN;
 		END IF;
 	ELSE
 		-- drops: at sql_drop, which tells what they dropped
-		IF pg_catalog.starts_with(TG_TAG, 'DROP ') OR NOT (pg_catalog.starts_with(TG_TAG, 'ALTER ')
-				OR TG_TAG OPERATOR(pg_catalog.=) ANY (ARRAY['CREATE FUNCTION', 'CREATE PROCEDURE',
-					'CREATE AGGREGATE', 'CREATE OPERATOR', 'CREATE OPERATOR CLASS',
-					'CREATE OPERATOR FAMILY', 'CREATE CAST', 'CREATE TYPE', 'CREATE DOMAIN',
-					'CREATE COLLATION', 'CREATE CONVERSION', 'CREATE SCHEMA', 'CREATE EXTENSION',
-					'CREATE TEXT SEARCH CONFIGURATION', 'CREATE TEXT SEARCH DICTIONARY',
-					'CREATE TEXT SEARCH PARSER', 'CREATE TEXT SEARCH TEMPLATE', 'CREATE TRANSFORM',
-					'CREATE LANGUAGE', 'CREATE ACCESS METHOD'])) THEN
+		IF pg_catalog.starts_with(TG_TAG, 'DROP ') THEN
 			RETURN;
 		END IF;
 		-- this very update (its ALTER EXTENSION ends after the trigger exists)
@@ -453,8 +447,10 @@ BEGIN
 					AND e.extname OPERATOR(pg_catalog.=) 'chroma_sync') THEN
 			RETURN;
 		END IF;
-		-- temporary objects only (a command not reported counts)
-		IF EXISTS (SELECT FROM pg_catalog.pg_event_trigger_ddl_commands())
+		-- the creation of temporary objects only (altering one may change what a permanent
+		-- table's column of its type reads, TAP 194; a command not reported counts)
+		IF (pg_catalog.starts_with(TG_TAG, 'CREATE ') OR TG_TAG OPERATOR(pg_catalog.=) 'SELECT INTO')
+				AND EXISTS (SELECT FROM pg_catalog.pg_event_trigger_ddl_commands())
 				AND NOT EXISTS (SELECT FROM pg_catalog.pg_event_trigger_ddl_commands() c
 					WHERE c.schema_name IS DISTINCT FROM 'pg_temp') THEN
 			RETURN;
@@ -462,6 +458,10 @@ BEGIN
 	END IF;
 	-- whether or not a filter is unbound: a snapshot taken before the update cannot tell
 	PERFORM pg_catalog.nextval('chroma_sync.ddl_epoch'::pg_catalog.regclass);
+	-- held until this transaction ends: chroma_resume() confirms no epoch while DDL that
+	-- advanced it may still commit (TAP 190)
+	PERFORM pg_catalog.pg_advisory_xact_lock_shared(
+		'chroma_sync.ddl_epoch'::pg_catalog.regclass::pg_catalog.oid::pg_catalog.int8);
 END
 $$;
 REVOKE ALL ON FUNCTION chroma_sync.on_ddl_unbound_filters() FROM PUBLIC;

@@ -775,6 +775,43 @@ chroma_unmirror(PG_FUNCTION_ARGS)
 	PG_RETURN_VOID();
 }
 
+/*
+ * Confirming a 0.4 text at the current DDL epoch: no DDL that advanced it may still be
+ * uncommitted (its effects would show only after the confirmation, TAP 190). Each DDL
+ * statement holds a shared advisory lock on the epoch until its transaction ends; this
+ * one's own DDL does not conflict with it. Called inside SPI.
+ */
+static void
+confirm_no_open_ddl(void)
+{
+	bool		isnull;
+
+	if (SPI_execute("SELECT pg_catalog.pg_try_advisory_xact_lock("
+					"'chroma_sync.ddl_epoch'::pg_catalog.regclass::pg_catalog.oid::pg_catalog.int8)",
+					false, 1) != SPI_OK_SELECT || SPI_processed != 1)
+		elog(ERROR, "could not lock the DDL epoch");
+	if (!DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull)))
+	{
+		char	   *pids = NULL;
+
+		if (SPI_execute("SELECT pg_catalog.string_agg(l.pid::pg_catalog.text, ', ' ORDER BY l.pid) "
+						"FROM pg_catalog.pg_locks l WHERE l.locktype OPERATOR(pg_catalog.=) 'advisory' "
+						"AND l.database OPERATOR(pg_catalog.=) (SELECT oid FROM pg_catalog.pg_database "
+						"WHERE datname OPERATOR(pg_catalog.=) pg_catalog.current_database()) "
+						"AND l.objid OPERATOR(pg_catalog.=) 'chroma_sync.ddl_epoch'::pg_catalog.regclass::pg_catalog.oid "
+						"AND l.objsubid OPERATOR(pg_catalog.=) 1 AND l.granted "
+						"AND l.pid OPERATOR(pg_catalog.<>) pg_catalog.pg_backend_pid()",
+						true, 1) == SPI_OK_SELECT && SPI_processed == 1)
+			pids = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+		ereport(ERROR,
+				(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
+				 errmsg("DDL of another transaction is still open: the filter of this mirror, stored by chroma_sync 0.4, cannot be confirmed now"),
+				 errdetail("Resuming the mirror confirms that the filter's names still mean what they did; DDL not yet committed (by the process%s %s) may change that once it commits.",
+						   pids != NULL && strchr(pids, ',') != NULL ? "es" : "", pids != NULL ? pids : "?"),
+				 errhint("Wait for that transaction to commit or roll back, check the filter's names, then run chroma_resume() again.")));
+	}
+}
+
 static void
 set_paused(FunctionCallInfo fcinfo, bool paused)
 {
@@ -806,6 +843,7 @@ set_paused(FunctionCallInfo fcinfo, bool paused)
 		 */
 		if (m->filter_ddl_after_update && m->filter_node == NULL)
 		{
+			confirm_no_open_ddl();
 			spi_exec("UPDATE chroma_sync.mirror SET filter_confirmed_epoch = " MIRROR_DDL_EPOCH " "
 					 "WHERE mirror_id = $1 AND NOT $2",
 					 2, types, values, SPI_OK_UPDATE);
