@@ -459,9 +459,9 @@ BEGIN
 	-- whether or not a filter is unbound: a snapshot taken before the update cannot tell
 	PERFORM pg_catalog.nextval('chroma_sync.ddl_epoch'::pg_catalog.regclass);
 	-- held until this transaction ends: chroma_resume() confirms no epoch while DDL that
-	-- advanced it may still commit (TAP 190)
-	PERFORM pg_catalog.pg_advisory_xact_lock_shared(
-		'chroma_sync.ddl_epoch'::pg_catalog.regclass::pg_catalog.oid::pg_catalog.int8);
+	-- advanced it may still commit (TAP 190). Two keys of no meaning elsewhere (src/mirror.c):
+	-- an application's single-key advisory locks are in another space.
+	PERFORM pg_catalog.pg_advisory_xact_lock_shared(1668505459, 1701867363);
 END
 $$;
 REVOKE ALL ON FUNCTION chroma_sync.on_ddl_unbound_filters() FROM PUBLIC;

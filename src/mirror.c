@@ -775,6 +775,10 @@ chroma_unmirror(PG_FUNCTION_ARGS)
 	PG_RETURN_VOID();
 }
 
+/* the keys of the DDL epoch's advisory lock, as in the update script's event trigger */
+#define DDL_EPOCH_LOCK_KEY1 "1668505459"
+#define DDL_EPOCH_LOCK_KEY2 "1701867363"
+
 /*
  * Confirming a 0.4 text at the current DDL epoch: no DDL that advanced it may still be
  * uncommitted (its effects would show only after the confirmation, TAP 190). Each DDL
@@ -786,8 +790,9 @@ confirm_no_open_ddl(void)
 {
 	bool		isnull;
 
-	if (SPI_execute("SELECT pg_catalog.pg_try_advisory_xact_lock("
-					"'chroma_sync.ddl_epoch'::pg_catalog.regclass::pg_catalog.oid::pg_catalog.int8)",
+	/* taken and given back at once: no DDL waits for this transaction */
+	if (SPI_execute("SELECT CASE WHEN pg_catalog.pg_try_advisory_lock(" DDL_EPOCH_LOCK_KEY1 ", " DDL_EPOCH_LOCK_KEY2 ") "
+					"THEN pg_catalog.pg_advisory_unlock(" DDL_EPOCH_LOCK_KEY1 ", " DDL_EPOCH_LOCK_KEY2 ") ELSE false END",
 					false, 1) != SPI_OK_SELECT || SPI_processed != 1)
 		elog(ERROR, "could not lock the DDL epoch");
 	if (!DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull)))
@@ -798,8 +803,9 @@ confirm_no_open_ddl(void)
 						"FROM pg_catalog.pg_locks l WHERE l.locktype OPERATOR(pg_catalog.=) 'advisory' "
 						"AND l.database OPERATOR(pg_catalog.=) (SELECT oid FROM pg_catalog.pg_database "
 						"WHERE datname OPERATOR(pg_catalog.=) pg_catalog.current_database()) "
-						"AND l.objid OPERATOR(pg_catalog.=) 'chroma_sync.ddl_epoch'::pg_catalog.regclass::pg_catalog.oid "
-						"AND l.objsubid OPERATOR(pg_catalog.=) 1 AND l.granted "
+						"AND l.classid OPERATOR(pg_catalog.=) " DDL_EPOCH_LOCK_KEY1 "::pg_catalog.oid "
+						"AND l.objid OPERATOR(pg_catalog.=) " DDL_EPOCH_LOCK_KEY2 "::pg_catalog.oid "
+						"AND l.objsubid OPERATOR(pg_catalog.=) 2 AND l.granted "
 						"AND l.pid OPERATOR(pg_catalog.<>) pg_catalog.pg_backend_pid()",
 						true, 1) == SPI_OK_SELECT && SPI_processed == 1)
 			pids = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
