@@ -41,7 +41,7 @@ $node->safe_psql($_, 'CREATE EXTENSION chroma_sync') for qw(cs_latin1 cs_ascii);
 my @colls = qw(cs_t041_bad cs_t041_big cs_t041_dim cs_t041_meta cs_t041_odd cs_t041_null
   cs_t041_lat cs_t041_utf cs_t041_asc cs_t041_quoted cs_t041_ddl_drop cs_t041_ddl_ren
   cs_t041_ddl_type cs_t041_ddl_gone cs_t041_nan cs_t041_ascmirror cs_t041_nullmirror
-  cs_t041_quoted2 cs_t041_unl cs_t041_x);
+  cs_t041_quoted2 cs_t041_unl cs_t041_x cs_t041_cfg cs_t041_cfg2);
 fresh_collection($node, $_) for @colls;
 $node->safe_psql('postgres', qq{SELECT chroma_create_collection('$_')})
   for qw(cs_t041_bad cs_t041_big cs_t041_dim cs_t041_meta cs_t041_odd cs_t041_null
@@ -119,6 +119,13 @@ my @null_sweep = (
 		[qw(22004 ok ok ok ok)], 'set' ],
 	[ 'chroma_query', [ q{'cs_t041_null'}, 'ARRAY[1, 2]::real[]', '1', q{'{}'::jsonb} ],
 		[qw(22004 22004 ok ok)], 'set' ],
+	[ 'chroma_query_batch', [ q{'cs_t041_null'}, 'ARRAY[[1, 2]]::real[]', '1', q{'{}'::jsonb},
+			q{'{"$contains": "a"}'::jsonb} ], [qw(22004 22004 ok ok ok)], 'set' ],
+	[ 'chroma_delete_where', [ q{'cs_t041_null'}, q{'{"k": "none"}'::jsonb},
+			q{'{"$contains": "no such text"}'::jsonb} ], [qw(22004 ok ok)] ],
+	[ 'chroma_modify_collection', [ q{'cs_t041_null'}, q{'cs_t041_null'}, q{'{"k": 2}'::jsonb},
+			q{'{"hnsw": {"ef_search": 50}}'::jsonb} ], [qw(22004 ok ok ok)] ],
+	[ 'chroma_collection', [q{'cs_t041_null'}], [qw(22004)] ],
 	[ 'chroma_mirror', [ q{'nt'}, q{'cs_t041_nullmirror'}, q{'id'}, q{'embedding'}, q{'doc'},
 			q{'{meta}'::name[]}, 'true', 'false', q{'id > 0'}, 'NULL' ],
 		[qw(22004 42602 ok 22004 ok ok ok ok ok)] ],
@@ -379,6 +386,167 @@ my @cases = (
 		check => q{SELECT (SELECT string_agg(id, ',' ORDER BY id) FROM chroma_get('cs_t041_ascmirror')) = '1,3'
 			AND (SELECT string_agg(id || ':' || error, ',') FROM chroma_sync.failed) LIKE '2:%invalid byte sequence%'} },
 
+	# ---- read and collection functions of 0.5 (issue 19): where_document, ids,
+	# include_embeddings, 2-D query_embeddings, configuration, new_configuration, the
+	# filters of chroma_delete_where
+	{ name => 'where_document that is a string (chroma_query)',
+		sql => q{SELECT * FROM chroma_query('cs_t041_bad', ARRAY[1, 2]::real[], 1, NULL, '"orig"')},
+		state => '22023', msg => qr/where_document must be a JSON object/ },
+	{ name => 'where_document with an unknown operator (chroma_get)',
+		sql => q{SELECT * FROM chroma_get('cs_t041_bad', where_document => '{"$like": "orig"}')},
+		state => '22023', msg => qr/unknown where_document operator/ },
+	{ name => 'where_document with an empty $and (chroma_query)',
+		sql => q{SELECT * FROM chroma_query('cs_t041_bad', ARRAY[1, 2]::real[], 1, NULL, '{"$and": []}')},
+		state => '22023' },
+	{ name => 'where_document $contains a number (chroma_query_batch)',
+		sql => q{SELECT * FROM chroma_query_batch('cs_t041_bad', ARRAY[[1, 2]]::real[], 1, NULL, '{"$contains": 5}')},
+		state => '22023', msg => qr/must be a string/ },
+	{ name => 'where_document with two operators in one object',
+		sql => q{SELECT * FROM chroma_get('cs_t041_bad', where_document => '{"$contains": "a", "$regex": "b"}')},
+		state => '22023', msg => qr/exactly one operator/ },
+	{ name => 'where_document nested 2,000 deep with an unknown operator at the bottom',
+		sql => q{SELECT * FROM chroma_query('cs_t041_bad', ARRAY[1, 2]::real[], 1, NULL,
+			(repeat('{"$or": [', 2000) || '{"$like": "a"}' || repeat(']}', 2000))::jsonb)},
+		state => '22023', msg => qr/unknown where_document operator/ },
+	{ name => 'where_document regex Chroma cannot compile',
+		sql => q{SELECT * FROM chroma_get('cs_t041_bad', where_document => '{"$regex": "("}')},
+		state => '22023' },
+	{ name => 'ids with a NULL (chroma_query)',
+		sql => q{SELECT * FROM chroma_query('cs_t041_bad', ARRAY[1, 2]::real[], 1, NULL, NULL, ARRAY['base1', NULL])},
+		state => '22004' },
+	{ name => '2-D ids (chroma_get)',
+		sql => q{SELECT * FROM chroma_get('cs_t041_bad', ARRAY[['base1', 'base2']])},
+		state => '2202E' },
+	{ name => 'ids empty, unknown, repeated, lower bound 5 (chroma_query)',
+		sql => q{SELECT (SELECT count(*) FROM chroma_query('cs_t041_bad', ARRAY[1, 2]::real[], 5, NULL, NULL, '{}'))
+			|| '|' || (SELECT string_agg(id, ',' ORDER BY id) FROM chroma_query('cs_t041_bad', ARRAY[1, 2]::real[], 5,
+			NULL, NULL, '[5:8]={base2,nope,base2,base1}'::text[]))},
+		result => '0|base1,base2' },
+	{ name => 'include_embeddings NULL (the default) and false',
+		sql => q{SELECT (SELECT count(embedding) FROM chroma_get('cs_t041_bad', include_embeddings => NULL))
+			|| '|' || (SELECT count(embedding) FROM chroma_get('cs_t041_bad', include_embeddings => false))},
+		result => '2|0' },
+	{ name => '1-D query_embeddings (chroma_query_batch)',
+		sql => q{SELECT * FROM chroma_query_batch('cs_t041_bad', ARRAY[1, 2]::real[])},
+		state => '2202E', msg => qr/two-dimensional/ },
+	{ name => '3-D query_embeddings', sql => q{SELECT * FROM chroma_query_batch('cs_t041_bad', ARRAY[[[1, 2]]]::real[])},
+		state => '2202E' },
+	{ name => 'empty query_embeddings', sql => q{SELECT * FROM chroma_query_batch('cs_t041_bad', '{}'::real[])},
+		state => '2202E' },
+	{ name => 'NULL inside 2-D query_embeddings',
+		sql => q{SELECT * FROM chroma_query_batch('cs_t041_bad', ARRAY[[1, 2], [3, NULL]]::real[])},
+		state => '22004', msg => qr/null/ },
+	{ name => 'NaN inside 2-D query_embeddings',
+		sql => q{SELECT * FROM chroma_query_batch('cs_t041_bad', ARRAY[[1, 2], ['NaN', 3]]::real[])},
+		state => '22023', msg => qr/non-finite/ },
+	{ name => '2-D query_embeddings of another dimension',
+		sql => q{SELECT * FROM chroma_query_batch('cs_t041_bad', ARRAY[[1, 2, 3]]::real[])},
+		state => '22000' },
+	{ name => '2-D query_embeddings with rows of mixed lengths (PostgreSQL refuses the array)',
+		sql => q{SELECT * FROM chroma_query_batch('cs_t041_bad', '{{1,2},{3}}'::real[])},
+		state => '22P02' },
+	{ name => '2-D query_embeddings with lower bounds 0 and 5, n_results 2147483647',
+		sql => q{SELECT string_agg(query_index || ':' || rank || ':' || id, ',' ORDER BY query_index, rank)
+			FROM chroma_query_batch('cs_t041_bad', '[0:1][5:6]={{1,2},{3,4}}'::real[], 2147483647)},
+		result => '1:1:base1,1:2:base2,2:1:base2,2:2:base1' },
+	{ name => 'n_results = 0 (chroma_query_batch)',
+		sql => q{SELECT * FROM chroma_query_batch('cs_t041_bad', ARRAY[[1, 2]]::real[], 0)}, state => '22023' },
+	{ name => 'configuration that is an array',
+		sql => q{SELECT chroma_create_collection('cs_t041_cfg', configuration => '[]')},
+		state => '22023', check => q{SELECT NOT EXISTS (SELECT 1 FROM chroma_list_collections() WHERE name = 'cs_t041_cfg')} },
+	{ name => 'configuration with an unknown index',
+		sql => q{SELECT chroma_create_collection('cs_t041_cfg', configuration => '{"flat": {}}')},
+		state => '22023' },
+	{ name => 'configuration with both hnsw and spann',
+		sql => q{SELECT chroma_create_collection('cs_t041_cfg', configuration => '{"hnsw": {}, "spann": {}}')},
+		state => '22023' },
+	{ name => 'configuration with an unknown hnsw key',
+		sql => q{SELECT chroma_create_collection('cs_t041_cfg', configuration => '{"hnsw": {"m": 16}}')},
+		state => '22023', msg => qr/unknown key "m"/ },
+	{ name => 'configuration: unknown space',
+		sql => q{SELECT chroma_create_collection('cs_t041_cfg', configuration => '{"hnsw": {"space": "manhattan"}}')},
+		state => '22023' },
+	{ name => 'configuration: counts 0, 1.5, 1e400, -0, "16", 2147483648',
+		code_only => sub {
+			my @bad;
+			for my $v ('0', '1.5', '1e400', '-0', '"16"', '2147483648', 'null')
+			{
+				my ($ret, $out, $err) = $node->psql('postgres',
+					qq{SELECT chroma_create_collection('cs_t041_cfg', configuration => '{"hnsw": {"ef_search": $v}}')},
+					extra_params => [ '-v', 'VERBOSITY=verbose' ]);
+				push @bad, "ef_search $v: " . substr($err, 0, 200) unless $err =~ /ERROR:  22023:/;
+			}
+			return (!@bad, join('; ', @bad));
+		} },
+	{ name => 'configuration: resize_factor 0 and -1e400',
+		code_only => sub {
+			my @bad;
+			for my $v ('0', '-1e400', '"1.2"')
+			{
+				my ($ret, $out, $err) = $node->psql('postgres',
+					qq{SELECT chroma_create_collection('cs_t041_cfg', configuration => '{"hnsw": {"resize_factor": $v}}')},
+					extra_params => [ '-v', 'VERBOSITY=verbose' ]);
+				push @bad, "resize_factor $v: " . substr($err, 0, 200) unless $err =~ /ERROR:  22023:/;
+			}
+			return (!@bad, join('; ', @bad));
+		} },
+	{ name => 'configuration space and space argument that differ',
+		sql => q{SELECT chroma_create_collection('cs_t041_cfg', space => 'l2', configuration => '{"hnsw": {"space": "cosine"}}')},
+		state => '22023' },
+	{ name => 'new_configuration changing the space',
+		setup => q{SELECT chroma_create_collection('cs_t041_cfg2')},
+		sql => q{SELECT chroma_modify_collection('cs_t041_cfg2', new_configuration => '{"hnsw": {"space": "cosine"}}')},
+		state => '0A000',
+		check => q{SELECT chroma_collection('cs_t041_cfg2') #>> '{configuration,hnsw,space}' = 'l2'} },
+	{ name => 'new_configuration changing ef_construction',
+		sql => q{SELECT chroma_modify_collection('cs_t041_cfg2', new_configuration => '{"hnsw": {"ef_construction": 50}}')},
+		state => '0A000' },
+	{ name => 'new_configuration that is a string',
+		sql => q{SELECT chroma_modify_collection('cs_t041_cfg2', new_configuration => '"fast"')},
+		state => '22023' },
+	{ name => 'chroma_modify_collection with nothing to modify',
+		sql => q{SELECT chroma_modify_collection('cs_t041_cfg2')}, state => '22023' },
+	{ name => 'chroma_modify_collection to the name of another collection',
+		sql => q{SELECT chroma_modify_collection('cs_t041_cfg2', new_name => 'cs_t041_bad')},
+		state => '42710', check => $unchanged },
+	{ name => 'chroma_modify_collection to an invalid name',
+		sql => q{SELECT chroma_modify_collection('cs_t041_cfg2', new_name => '../x')}, state => '42602' },
+	{ name => 'chroma_collection of a collection that does not exist',
+		sql => q{SELECT chroma_collection('cs_t041_nonexistent')}, state => '42704' },
+	{ name => 'chroma_delete_where without a filter, and with {} for both',
+		sql => q{SELECT chroma_delete_where('cs_t041_bad', '{}', '{}')},
+		state => '22023', msg => qr/needs a filter/, check => $unchanged },
+	{ name => 'chroma_delete_where with "where" an array',
+		sql => q{SELECT chroma_delete_where('cs_t041_bad', '[{"k": 1}]')}, state => '22023', check => $unchanged },
+	{ name => 'chroma_delete_where with where_document $contains ""',
+		sql => q{SELECT chroma_delete_where('cs_t041_bad', NULL, '{"$contains": ""}')},
+		state => '22023', check => $unchanged },
+	{ name => 'chroma_delete_where with where_document {"$and": []}',
+		sql => q{SELECT chroma_delete_where('cs_t041_bad', NULL, '{"$and": []}')},
+		state => '22023', check => $unchanged },
+	{ name => 'chroma_delete_where with where_document nested 2,000 deep, bad at the bottom',
+		sql => q{SELECT chroma_delete_where('cs_t041_bad', NULL,
+			(repeat('{"$and": [', 2000) || '{"$contains": 1}' || repeat(']}', 2000))::jsonb)},
+		state => '22023', check => $unchanged },
+	{ name => 'chroma_delete_where with "where" Chroma refuses ($in of nothing)',
+		sql => q{SELECT chroma_delete_where('cs_t041_bad', '{"k": {"$in": []}}')},
+		state => '22023', check => $unchanged },
+	{ name => 'chroma_delete_where with a where_document matching nothing',
+		sql => q{SELECT chroma_delete_where('cs_t041_bad', NULL, '{"$contains": "no such text"}')},
+		result => '0', check => $unchanged },
+	{ name => 'metadata numbers 1e400 and 1e-400 (rounded as ::float8)',
+		code_only => sub {
+			my @bad;
+			for my $v ('1e400', '-1e400', '1e-400', '123456789012345678901234567890')
+			{
+				my ($ret, $out, $err) = $node->psql('postgres',
+					qq{SELECT chroma_upsert('cs_t041_bad', ARRAY['p1'], ARRAY[1, 2]::real[], NULL, ARRAY['{"x": $v}']::jsonb[])},
+					extra_params => [ '-v', 'VERBOSITY=verbose' ]);
+				push @bad, "x $v: " . substr($err, 0, 200) unless $err =~ /ERROR:  22003:/;
+			}
+			push @bad, 'the collection changed' unless $node->safe_psql('postgres', $unchanged) eq 't';
+			return (!@bad, join('; ', @bad));
+		} },
 	# ---- mirror setup
 	{ name => 'mirror of a table that does not exist', sql => q{SELECT chroma_mirror('no_such_table')},
 		state => '42P01' },
