@@ -11,6 +11,8 @@
  */
 #include "postgres.h"
 
+#include <math.h>
+
 #include "utils/builtins.h"
 #include "utils/jsonb.h"
 #include "utils/numeric.h"
@@ -29,17 +31,22 @@ typedef struct ConfigKey
 	const char *name;
 	ConfigKind	kind;
 	bool		modifiable;		/* chroma_modify_collection may change it */
+	int32		max;			/* a count's largest value */
 } ConfigKey;
 
+/*
+ * max_neighbors is HNSW's M: the index caps it at 10,000, and a larger one makes a
+ * collection that takes no record (its links per element overflow).
+ */
 static const ConfigKey hnsw_keys[] = {
-	{"space", CFG_SPACE, false},
-	{"ef_construction", CFG_COUNT, false},
-	{"ef_search", CFG_COUNT, true},
-	{"max_neighbors", CFG_COUNT, true},
-	{"num_threads", CFG_COUNT, true},
-	{"resize_factor", CFG_FACTOR, true},
-	{"sync_threshold", CFG_COUNT, true},
-	{"batch_size", CFG_COUNT, true},
+	{"space", CFG_SPACE, false, 0},
+	{"ef_construction", CFG_COUNT, false, PG_INT32_MAX},
+	{"ef_search", CFG_COUNT, true, PG_INT32_MAX},
+	{"max_neighbors", CFG_COUNT, true, 10000},
+	{"num_threads", CFG_COUNT, true, PG_INT32_MAX},
+	{"resize_factor", CFG_FACTOR, true, 0},
+	{"sync_threshold", CFG_COUNT, true, PG_INT32_MAX},
+	{"batch_size", CFG_COUNT, true, PG_INT32_MAX},
 };
 
 static const char *
@@ -73,7 +80,8 @@ jsonb_type_name(JsonbValue *v)
 }
 
 static void
-check_value(const char *arg, const char *index, const char *key, ConfigKind kind, JsonbValue *v)
+check_value(const char *arg, const char *index, const char *key, ConfigKind kind, int32 max,
+			JsonbValue *v)
 {
 	if (kind == CFG_SPACE)
 	{
@@ -109,23 +117,36 @@ check_value(const char *arg, const char *index, const char *key, ConfigKind kind
 			DatumGetInt32(DirectFunctionCall2(numeric_cmp, NumericGetDatum(n),
 											  NumericGetDatum(int64_to_numeric(1)))) < 0 ||
 			DatumGetInt32(DirectFunctionCall2(numeric_cmp, NumericGetDatum(n),
-											  NumericGetDatum(int64_to_numeric(PG_INT32_MAX)))) > 0)
+											  NumericGetDatum(int64_to_numeric(max)))) > 0)
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("%s.%s.%s must be a whole number from 1 to %d", arg, index, key, PG_INT32_MAX),
+					 errmsg("%s.%s.%s must be a whole number from 1 to %d", arg, index, key, max),
 					 errdetail("It is %s.", DatumGetCString(DirectFunctionCall1(numeric_out,
 																				NumericGetDatum(n))))));
 	}
 	else
 	{
 		Numeric		n = v->val.numeric;
+		char	   *text = NULL;
+		double		d = 0;
 
-		if (numeric_is_nan(n) || numeric_is_inf(n) ||
-			DatumGetInt32(DirectFunctionCall2(numeric_cmp, NumericGetDatum(n),
-											  NumericGetDatum(int64_to_numeric(0)))) <= 0)
+		/* as Chroma reads it: the nearest float64, which must be finite and above 0 */
+		if (!numeric_is_nan(n) && !numeric_is_inf(n))
+		{
+			text = DatumGetCString(DirectFunctionCall1(numeric_out, NumericGetDatum(n)));
+			errno = 0;
+			d = strtod(text, NULL);
+			if (errno == ERANGE || !isfinite(d))
+				d = 0;
+		}
+		if (!(d > 0))
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("%s.%s.%s must be a number greater than 0", arg, index, key)));
+					 errmsg("%s.%s.%s must be a number greater than 0", arg, index, key),
+					 text != NULL && DatumGetInt32(DirectFunctionCall2(numeric_cmp, NumericGetDatum(n),
+																	   NumericGetDatum(int64_to_numeric(0)))) > 0
+					 ? errdetail("It is %s, whose nearest float64 (as Chroma reads it) is 0 or infinite.", text)
+					 : 0));
 	}
 }
 
@@ -161,7 +182,7 @@ check_hnsw(const char *arg, Jsonb *obj, bool modify)
 					 errdetail("Chroma builds the index with it when the collection is created."),
 					 errhint("A modification may change %s; create a new collection for another %s.",
 							 hnsw_key_list(true), key)));
-		check_value(arg, "hnsw", key, found->kind, &v);
+		check_value(arg, "hnsw", key, found->kind, found->max, &v);
 	}
 }
 
@@ -181,7 +202,7 @@ check_spann(const char *arg, Jsonb *obj)
 			continue;
 		key = pnstrdup(k.val.string.val, k.val.string.len);
 		(void) JsonbIteratorNext(&it, &v, true);
-		check_value(arg, "spann", key, strcmp(key, "space") == 0 ? CFG_SPACE : CFG_FACTOR, &v);
+		check_value(arg, "spann", key, strcmp(key, "space") == 0 ? CFG_SPACE : CFG_FACTOR, 0, &v);
 	}
 }
 
@@ -255,4 +276,40 @@ chroma_configuration_space(Jsonb *cfg)
 			return pnstrdup(v.val.string.val, v.val.string.len);
 	}
 	return NULL;
+}
+
+/* The index a configuration (given, or a collection's as the server has it) is for. */
+const char *
+chroma_configuration_index(Jsonb *cfg)
+{
+	JsonbValue *v;
+
+	if (cfg == NULL || !JB_ROOT_IS_OBJECT(cfg) || JB_ROOT_IS_SCALAR(cfg))
+		return NULL;
+	for (int i = 0; i < 2; i++)
+	{
+		const char *index = i == 0 ? "hnsw" : "spann";
+
+		v = getKeyJsonValueFromContainer(&cfg->root, index, strlen(index), NULL);
+		if (v != NULL && v->type == jbvBinary && JsonContainerIsObject(v->val.binary.data))
+			return index;
+	}
+	return NULL;
+}
+
+void
+chroma_check_configuration_index(const char *arg, Jsonb *cfg, const char *collection,
+								 Jsonb *collection_cfg)
+{
+	const char *given = chroma_configuration_index(cfg);
+	const char *has = chroma_configuration_index(collection_cfg);
+
+	if (given != NULL && has != NULL && strcmp(given, has) != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("collection \"%s\" has an index of kind \"%s\": %s settings for \"%s\" do not apply to it",
+						collection, has, arg, given),
+				 errdetail("The server would ignore them."),
+				 errhint("Give %s as {\"%s\": {...}}: single-node Chroma indexes with \"hnsw\", Chroma Cloud with \"spann\".",
+						 arg, has)));
 }

@@ -16,4 +16,14 @@ extern void chroma_check_configuration(const char *arg, Jsonb *cfg, bool modify)
 /* The "space" the configuration names (in hnsw or spann), or NULL. */
 extern char *chroma_configuration_space(Jsonb *cfg);
 
+/* "hnsw" or "spann": the index cfg sets (a collection's: has), or NULL. */
+extern const char *chroma_configuration_index(Jsonb *cfg);
+
+/*
+ * ERROR (0A000) when cfg is for another index than the collection has (collection_cfg, the
+ * server's configuration of it): the server ignores such settings without a word.
+ */
+extern void chroma_check_configuration_index(const char *arg, Jsonb *cfg, const char *collection,
+											 Jsonb *collection_cfg);
+
 #endif

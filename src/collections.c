@@ -84,6 +84,7 @@ chroma_create_collection(PG_FUNCTION_ARGS)
 	char	   *space = NULL;
 	bool		get_or_create = PG_ARGISNULL(3) ? true : PG_GETARG_BOOL(3);
 	ChromaCollection coll;
+	bool		existed = false;
 
 	if (PG_ARGISNULL(0))
 		ereport(ERROR,
@@ -124,7 +125,30 @@ chroma_create_collection(PG_FUNCTION_ARGS)
 					 errhint("Give the space in the configuration alone, e.g. {\"hnsw\": {\"space\": \"%s\"}}.",
 							 space)));
 	}
+	if (configuration != NULL && get_or_create &&
+		chroma_api_get_collection(name, &coll, true))
+	{
+		/* an existing collection: not one to drop below */
+		chroma_check_configuration_index("configuration", configuration, name, coll.configuration);
+		existed = true;
+	}
 	chroma_api_create_collection(name, metadata, space, configuration, get_or_create, &coll);
+	/*
+	 * A server without that index makes the collection with its own (single-node Chroma
+	 * ignores "spann"): not what was asked for, so not kept.
+	 */
+	if (!existed && configuration != NULL && chroma_configuration_index(coll.configuration) != NULL &&
+		strcmp(chroma_configuration_index(coll.configuration), chroma_configuration_index(configuration)) != 0)
+	{
+		(void) chroma_api_delete_collection(name, true);
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("this Chroma server indexes collections with \"%s\", not \"%s\": collection \"%s\" was not created",
+						chroma_configuration_index(coll.configuration),
+						chroma_configuration_index(configuration), name),
+				 errhint("Give the configuration as {\"%s\": {...}}: single-node Chroma indexes with \"hnsw\", Chroma Cloud with \"spann\".",
+						 chroma_configuration_index(coll.configuration))));
+	}
 	PG_RETURN_DATUM(uuid_datum(coll.id));
 }
 
@@ -172,6 +196,8 @@ chroma_modify_collection(PG_FUNCTION_ARGS)
 				 errmsg("nothing to modify in collection \"%s\"", name),
 				 errhint("Give new_name, new_metadata or new_configuration.")));
 	chroma_api_get_collection(name, &coll, false);
+	if (new_configuration)
+		chroma_check_configuration_index("new_configuration", new_configuration, name, coll.configuration);
 	if (new_name != NULL && strcmp(new_name, name) != 0)
 	{
 		ChromaCollection other;

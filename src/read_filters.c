@@ -104,12 +104,54 @@ read_filter_check_where(Jsonb *where)
 static bool is_key(const JsonbValue *k, const char *name);
 
 /*
+ * Where a value is in a filter, for messages: a chain of steps up to the argument, written
+ * out only for an ERROR (a string per level would take memory quadratic in the depth).
+ */
+typedef struct FilterPath
+{
+	const struct FilterPath *up;	/* NULL: the argument itself, named by key */
+	const char *key;			/* an object's key (key_len bytes), or NULL: an element */
+	int			key_len;
+	int			index;
+} FilterPath;
+
+static char *
+path_text(const FilterPath *p)
+{
+	StringInfoData out;
+	int			n = 0;
+	const FilterPath **steps;
+
+	/* from the argument down (iterative: the path may be thousands of steps long) */
+	for (const FilterPath *q = p; q != NULL; q = q->up)
+		n++;
+	steps = palloc_array(const FilterPath *, n);
+	for (const FilterPath *q = p; q != NULL; q = q->up)
+		steps[--n] = q;
+	initStringInfo(&out);
+	for (int i = 0;; i++)
+	{
+		const FilterPath *q = steps[i];
+
+		if (q->up == NULL)
+			appendBinaryStringInfo(&out, q->key, q->key_len);
+		else if (q->key != NULL)
+			appendStringInfo(&out, " -> %s", quote_literal_cstr(pnstrdup(q->key, q->key_len)));
+		else
+			appendStringInfo(&out, " -> %d", q->index);
+		if (q == p)
+			break;
+	}
+	return out.data;
+}
+
+/*
  * For a delete: no part of "where" that Chroma reads as every record (an empty $and or
  * $or list, an empty object in one) nor an empty $in / $nin list. Other operators are
  * Chroma's to check.
  */
 static void
-check_where_object_for_delete(JsonbContainer *c, const char *path)
+check_where_object_for_delete(JsonbContainer *c, const FilterPath *path)
 {
 	JsonbIterator *it;
 	JsonbValue	key;
@@ -121,19 +163,18 @@ check_where_object_for_delete(JsonbContainer *c, const char *path)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("chroma_delete_where refuses an empty filter inside \"where\""),
-				 errdetail("%s is an empty object, which Chroma reads as every record.", path),
+				 errdetail("%s is an empty object, which Chroma reads as every record.", path_text(path)),
 				 errhint("Give every filter at least one condition.")));
 	it = JsonbIteratorInit(c);
 	while ((tok = JsonbIteratorNext(&it, &key, true)) != WJB_DONE)
 	{
-		char	   *key_path;
+		FilterPath	key_path;
 
 		if (tok != WJB_KEY)
 			continue;
 		if (JsonbIteratorNext(&it, &value, true) != WJB_VALUE)
 			elog(ERROR, "a jsonb object key without its value");
-		key_path = psprintf("%s -> %s", path,
-							quote_literal_cstr(pnstrdup(key.val.string.val, key.val.string.len)));
+		key_path = (FilterPath) {path, key.val.string.val, key.val.string.len, 0};
 		if (is_key(&key, "$and") || is_key(&key, "$or") || is_key(&key, "$in") || is_key(&key, "$nin"))
 		{
 			JsonbIterator *elems;
@@ -146,7 +187,7 @@ check_where_object_for_delete(JsonbContainer *c, const char *path)
 				ereport(ERROR,
 						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 						 errmsg("chroma_delete_where refuses an empty list in \"where\""),
-						 errdetail("%s is an empty array%s.", key_path,
+						 errdetail("%s is an empty array%s.", path_text(&key_path),
 								   (is_key(&key, "$in") ? "" : ", which Chroma reads as every record")),
 						 errhint("Give it at least one element, or leave it out.")));
 			if (is_key(&key, "$in") || is_key(&key, "$nin"))
@@ -155,14 +196,14 @@ check_where_object_for_delete(JsonbContainer *c, const char *path)
 			for (int i = 0; (tok = JsonbIteratorNext(&elems, &e, true)) != WJB_DONE;)
 				if (tok == WJB_ELEM)
 				{
+					FilterPath	elem_path = {&key_path, NULL, 0, i++};
+
 					if (e.type == jbvBinary && JsonContainerIsObject(e.val.binary.data))
-						check_where_object_for_delete(e.val.binary.data,
-													  psprintf("%s -> %d", key_path, i));
-					i++;
+						check_where_object_for_delete(e.val.binary.data, &elem_path);
 				}
 		}
 		else if (value.type == jbvBinary && JsonContainerIsObject(value.val.binary.data))
-			check_where_object_for_delete(value.val.binary.data, key_path);
+			check_where_object_for_delete(value.val.binary.data, &key_path);
 	}
 }
 
@@ -171,7 +212,11 @@ read_filter_check_where_for_delete(Jsonb *where)
 {
 	read_filter_check_where(where);
 	if (JB_ROOT_COUNT(where) > 0)
-		check_where_object_for_delete(&where->root, "where");
+	{
+		FilterPath	root = {NULL, "where", 5, 0};
+
+		check_where_object_for_delete(&where->root, &root);
+	}
 }
 
 /* "an object", "a string"...: what a JSON value is, for messages. */
@@ -202,11 +247,11 @@ is_key(const JsonbValue *k, const char *name)
 		memcmp(k->val.string.val, name, k->val.string.len) == 0;
 }
 
-static void check_document_object(JsonbContainer *c, const char *path, bool nonempty);
+static void check_document_object(JsonbContainer *c, const FilterPath *path, bool nonempty);
 
 /* The list of $and or $or: a non-empty array of filters. */
 static void
-check_document_list(const JsonbValue *list, const char *op, const char *path, bool nonempty)
+check_document_list(const JsonbValue *list, const char *op, const FilterPath *path, bool nonempty)
 {
 	JsonbIterator *it;
 	JsonbValue	v;
@@ -217,41 +262,41 @@ check_document_list(const JsonbValue *list, const char *op, const char *path, bo
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("the value of %s in where_document must be an array of filters", op),
-				 errdetail("%s is %s.", path, json_kind(list)),
+				 errdetail("%s is %s.", path_text(path), json_kind(list)),
 				 errhint("For example: '{\"%s\": [{\"$contains\": \"a\"}, {\"$contains\": \"b\"}]}'.", op)));
 	if (JsonContainerSize(list->val.binary.data) == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("the list of %s in where_document must not be empty", op),
-				 errdetail("%s is an empty array.", path),
+				 errdetail("%s is an empty array.", path_text(path)),
 				 errhint("Give %s at least one filter, or leave it out.", op)));
 	it = JsonbIteratorInit(list->val.binary.data);
 	while ((tok = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
 	{
-		char	   *elem_path;
+		FilterPath	elem_path = {path, NULL, 0, i};
 
 		if (tok != WJB_ELEM)
 			continue;
-		elem_path = psprintf("%s -> %d", path, i++);
+		i++;
 		if (v.type != jbvBinary || !JsonContainerIsObject(v.val.binary.data))
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("each filter in the list of %s in where_document must be a JSON object", op),
-					 errdetail("%s is %s.", elem_path, json_kind(&v)),
+					 errdetail("%s is %s.", path_text(&elem_path), json_kind(&v)),
 					 errhint("For example: '{\"%s\": [{\"$contains\": \"a\"}, {\"$contains\": \"b\"}]}'.", op)));
-		check_document_object(v.val.binary.data, elem_path, nonempty);
+		check_document_object(v.val.binary.data, &elem_path, nonempty);
 	}
 }
 
 /* One filter: an object with exactly one operator; nonempty: no empty string either. */
 static void
-check_document_object(JsonbContainer *c, const char *path, bool nonempty)
+check_document_object(JsonbContainer *c, const FilterPath *path, bool nonempty)
 {
 	JsonbIterator *it;
 	JsonbValue	key;
 	JsonbValue	value;
 	char	   *op;
-	char	   *value_path;
+	FilterPath	value_path;
 
 	check_stack_depth();
 	if (JsonContainerSize(c) != 1)
@@ -259,8 +304,8 @@ check_document_object(JsonbContainer *c, const char *path, bool nonempty)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("a where_document filter must hold exactly one operator"),
 				 JsonContainerSize(c) == 0
-				 ? errdetail("%s is an empty object.", path)
-				 : errdetail("%s has %d keys.", path, (int) JsonContainerSize(c)),
+				 ? errdetail("%s is an empty object.", path_text(path))
+				 : errdetail("%s has %d keys.", path_text(path), (int) JsonContainerSize(c)),
 				 errhint("Combine conditions with $and or $or: '{\"$and\": [{\"$contains\": \"a\"}, {\"$not_contains\": \"b\"}]}'.")));
 	it = JsonbIteratorInit(c);
 	(void) JsonbIteratorNext(&it, &key, true);	/* WJB_BEGIN_OBJECT */
@@ -268,11 +313,10 @@ check_document_object(JsonbContainer *c, const char *path, bool nonempty)
 		JsonbIteratorNext(&it, &value, true) != WJB_VALUE)
 		elog(ERROR, "a jsonb object of one key without its key and value");
 	op = pnstrdup(key.val.string.val, key.val.string.len);
-	/* used only once op is known to be an operator: no quote to double */
-	value_path = psprintf("%s -> '%s'", path, op);
+	value_path = (FilterPath) {path, key.val.string.val, key.val.string.len, 0};
 
 	if (is_key(&key, "$and") || is_key(&key, "$or"))
-		check_document_list(&value, op, value_path, nonempty);
+		check_document_list(&value, op, &value_path, nonempty);
 	else if (is_key(&key, "$contains") || is_key(&key, "$not_contains") ||
 			 is_key(&key, "$regex") || is_key(&key, "$not_regex"))
 	{
@@ -280,27 +324,27 @@ check_document_object(JsonbContainer *c, const char *path, bool nonempty)
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("the value of %s in where_document must be a string", op),
-					 errdetail("%s is %s.", value_path, json_kind(&value)),
+					 errdetail("%s is %s.", path_text(&value_path), json_kind(&value)),
 					 errhint("For example: '{\"%s\": \"text\"}'.", op)));
 		if (nonempty && value.val.string.len == 0)
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("the value of %s in where_document must not be an empty string", op),
 					 errdetail("%s is an empty string: every document contains it, and it matches every document as a regular expression.",
-							   value_path),
+							   path_text(&value_path)),
 					 errhint("Give the text to look for.")));
 	}
 	else if (op[0] != '$')
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("unknown where_document operator \"%s\"", op),
-				 errdetail("At %s.", path),
+				 errdetail("At %s.", path_text(path)),
 				 errhint("where_document filters on the document's text with " DOCUMENT_OPERATORS "; filter on metadata with \"where\".")));
 	else
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("unknown where_document operator \"%s\"", op),
-				 errdetail("At %s.", path),
+				 errdetail("At %s.", path_text(path)),
 				 errhint("Use one of " DOCUMENT_OPERATORS ".")));
 }
 
@@ -324,7 +368,11 @@ read_filter_check_document(Jsonb *where_document, bool nonempty)
 	}
 	if (JB_ROOT_COUNT(where_document) == 0)
 		return;					/* {}: no filter, as for "where" */
-	check_document_object(&where_document->root, "where_document", nonempty);
+	{
+		FilterPath	root = {NULL, "where_document", 14, 0};
+
+		check_document_object(&where_document->root, &root, nonempty);
+	}
 }
 
 /* Appends ,"key":<jsonb as UTF-8 JSON> */
