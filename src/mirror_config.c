@@ -227,8 +227,9 @@ load_where(const char *where, int nargs, Oid *types, Datum *values)
 	char	   *sql = psprintf("SELECT " MIRROR_COLUMNS "%s, backfill_started_at, column_types, paused_reason, "
 						   /* 0.5: filter_relname, NULL before the update */
 						   "pg_catalog.to_jsonb(m) OPERATOR(pg_catalog.->>) 'filter_relname' AS filter_relname, "
-						   /* 0.5: DDL advanced the epoch past the one a 0.4 text was confirmed at */
-						   "((pg_catalog.to_jsonb(m) OPERATOR(pg_catalog.->>) 'filter_confirmed_epoch')::pg_catalog.int8 "
+						   /* 0.5: DDL advanced the epoch past the one an unbound 0.4 text was confirmed at */
+						   "(m.filter IS NOT NULL AND (pg_catalog.to_jsonb(m) OPERATOR(pg_catalog.->>) 'filter_node') IS NULL "
+						   "AND (pg_catalog.to_jsonb(m) OPERATOR(pg_catalog.->>) 'filter_confirmed_epoch')::pg_catalog.int8 "
 						   "OPERATOR(pg_catalog.<) " MIRROR_DDL_EPOCH ")::pg_catalog.text AS filter_ddl "
 						   "FROM chroma_sync.mirror m %s ORDER BY mirror_id",
 						   mirror_columns_by_name_exist() ? MIRROR_COLUMNS_BY_NAME : MIRROR_COLUMNS_NONE,
