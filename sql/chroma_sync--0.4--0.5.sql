@@ -411,6 +411,50 @@ CREATE FUNCTION chroma_delete_where(collection text, "where" jsonb DEFAULT NULL,
 	AS 'MODULE_PATHNAME', 'chroma_delete_where' LANGUAGE C VOLATILE;
 REVOKE EXECUTE ON FUNCTION chroma_delete_where(text, jsonb, jsonb) FROM PUBLIC;
 
+-- ===== chroma_mirror takes configuration (issue 19) =====
+-- The mirror's collection is created with it, and it is recorded: a collection created
+-- again for the mirror (chroma_resume or chroma_adopt after it was deleted) gets it too.
+-- NULL: the server's defaults, as before.
+ALTER TABLE chroma_sync.mirror ADD COLUMN configuration jsonb;
+
+-- A new last argument changes the signature: the function is created again, and the
+-- EXECUTE grants given on the old one are given on the new one.
+CREATE TEMPORARY TABLE chroma_sync_mirror_grants ON COMMIT DROP AS
+	SELECT a.grantee, a.is_grantable
+	FROM pg_catalog.pg_proc AS p, LATERAL pg_catalog.aclexplode(p.proacl) AS a
+	WHERE p.oid OPERATOR(pg_catalog.=) '@extschema@.chroma_mirror(regclass, text, name, name, name, name[], boolean, boolean, text, name[])'::pg_catalog.regprocedure::pg_catalog.oid
+		AND a.grantee OPERATOR(pg_catalog.<>) p.proowner
+		AND a.privilege_type OPERATOR(pg_catalog.=) 'EXECUTE';
+
+DROP FUNCTION chroma_mirror(regclass, text, name, name, name, name[], boolean, boolean, text, name[]);
+
+CREATE FUNCTION chroma_mirror(source regclass, collection text DEFAULT NULL,
+	id_column name DEFAULT NULL, embedding_column name DEFAULT 'embedding',
+	document_column name DEFAULT NULL, metadata_columns name[] DEFAULT NULL,
+	backfill boolean DEFAULT true, adopt boolean DEFAULT false, filter text DEFAULT NULL,
+	id_columns name[] DEFAULT NULL, configuration jsonb DEFAULT NULL)
+	RETURNS uuid
+	AS 'MODULE_PATHNAME', 'chroma_mirror' LANGUAGE C VOLATILE;
+REVOKE ALL ON FUNCTION
+	chroma_mirror(regclass, text, name, name, name, name[], boolean, boolean, text, name[], jsonb)
+FROM PUBLIC;
+
+DO $$
+DECLARE
+	g record;
+BEGIN
+	FOR g IN SELECT * FROM pg_temp.chroma_sync_mirror_grants LOOP
+		EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION %s TO %s%s',
+			'@extschema@.chroma_mirror(regclass, text, name, name, name, name[], boolean, boolean, text, name[], jsonb)'::pg_catalog.regprocedure,
+			-- regrole's output is already an identifier, quoted where needed
+			CASE WHEN g.grantee OPERATOR(pg_catalog.=) 0::pg_catalog.oid THEN 'PUBLIC'
+				ELSE g.grantee::pg_catalog.regrole::pg_catalog.text END,
+			CASE WHEN g.is_grantable THEN ' WITH GRANT OPTION' ELSE '' END);
+	END LOOP;
+END
+$$;
+DROP TABLE pg_temp.chroma_sync_mirror_grants;
+
 -- ===== A 0.4 filter's text and the DDL run before its binding (issue 15) =====
 -- The worker binds a filter stored by 0.4 as text the first time it loads the mirror after
 -- this update. DDL run before that may change what its names mean: a column, function,

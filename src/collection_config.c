@@ -313,3 +313,97 @@ chroma_check_configuration_index(const char *arg, Jsonb *cfg, const char *collec
 				 errhint("Give %s as {\"%s\": {...}}: single-node Chroma indexes with \"hnsw\", Chroma Cloud with \"spann\".",
 						 arg, has)));
 }
+
+/* The value of key in an object (a JsonbValue inside it), or NULL. */
+static JsonbValue *
+object_value(Jsonb *obj, const char *key)
+{
+	if (obj == NULL || !JB_ROOT_IS_OBJECT(obj) || JB_ROOT_IS_SCALAR(obj))
+		return NULL;
+	return getKeyJsonValueFromContainer(&obj->root, key, strlen(key), NULL);
+}
+
+static char *
+value_text(JsonbValue *v)
+{
+	Jsonb	   *j = JsonbValueToJsonb(v);
+
+	return JsonbToCString(NULL, &j->root, VARSIZE(j));
+}
+
+static bool
+values_equal(JsonbValue *a, JsonbValue *b)
+{
+	if (a->type != b->type)
+		return false;
+	switch (a->type)
+	{
+		case jbvString:
+			return a->val.string.len == b->val.string.len &&
+				memcmp(a->val.string.val, b->val.string.val, a->val.string.len) == 0;
+		case jbvNumeric:
+			return DatumGetBool(DirectFunctionCall2(numeric_eq, NumericGetDatum(a->val.numeric),
+													NumericGetDatum(b->val.numeric)));
+		case jbvBool:
+			return a->val.boolean == b->val.boolean;
+		case jbvNull:
+			return true;
+		default:
+			return strcmp(value_text(a), value_text(b)) == 0;
+	}
+}
+
+bool
+chroma_configuration_conflict(Jsonb *given, Jsonb *existing, ChromaConfigConflict *out)
+{
+	JsonbIterator *it = JsonbIteratorInit(&given->root);
+	JsonbValue	k;
+	JsonbValue	v;
+	JsonbIteratorToken tok;
+
+	while ((tok = JsonbIteratorNext(&it, &k, true)) != WJB_DONE)
+	{
+		char	   *index;
+		JsonbValue *theirs;
+		Jsonb	   *mine;
+		Jsonb	   *their_obj;
+		JsonbIterator *kit;
+		JsonbValue	kk;
+		JsonbValue	kv;
+
+		if (tok != WJB_KEY)
+			continue;
+		index = pnstrdup(k.val.string.val, k.val.string.len);
+		(void) JsonbIteratorNext(&it, &v, true);
+		if (v.type != jbvBinary)
+			continue;			/* "hnsw": null gives nothing to compare */
+		mine = JsonbValueToJsonb(&v);
+		theirs = object_value(existing, index);
+		their_obj = theirs != NULL && theirs->type == jbvBinary ? JsonbValueToJsonb(theirs) : NULL;
+		kit = JsonbIteratorInit(&mine->root);
+		while ((tok = JsonbIteratorNext(&kit, &kk, true)) != WJB_DONE)
+		{
+			char	   *key;
+			JsonbValue *ev;
+
+			if (tok != WJB_KEY)
+				continue;
+			key = pnstrdup(kk.val.string.val, kk.val.string.len);
+			(void) JsonbIteratorNext(&kit, &kv, true);
+			ev = object_value(their_obj, key);
+			/* not shown by the server (num_threads, batch_size): it cannot be compared */
+			if (ev == NULL || values_equal(&kv, ev))
+				continue;
+			out->key = psprintf("%s.%s", index, key);
+			out->given = value_text(&kv);
+			out->existing = value_text(ev);
+			out->modifiable = false;
+			if (strcmp(index, "hnsw") == 0)
+				for (size_t i = 0; i < lengthof(hnsw_keys); i++)
+					if (strcmp(hnsw_keys[i].name, key) == 0)
+						out->modifiable = hnsw_keys[i].modifiable;
+			return true;
+		}
+	}
+	return false;
+}

@@ -26,4 +26,22 @@ extern const char *chroma_configuration_index(Jsonb *cfg);
 extern void chroma_check_configuration_index(const char *arg, Jsonb *cfg, const char *collection,
 											 Jsonb *collection_cfg);
 
+/* A key where a given configuration and a collection's disagree (values as JSON text). */
+typedef struct ChromaConfigConflict
+{
+	char	   *key;			/* "hnsw.space" */
+	char	   *given;
+	char	   *existing;
+	bool		modifiable;		/* chroma_modify_collection may change it */
+} ChromaConfigConflict;
+
+/*
+ * Whether the existing collection's configuration (configuration_json; may be NULL)
+ * disagrees with a checked configuration on a key that configuration gives: fills *out
+ * with the first such key. Keys the caller leaves out, and keys the server does not show
+ * (num_threads, batch_size), are not compared.
+ */
+extern bool chroma_configuration_conflict(Jsonb *given, Jsonb *existing,
+										  ChromaConfigConflict *out);
+
 #endif

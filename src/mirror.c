@@ -36,6 +36,7 @@
 #include "utils/uuid.h"
 
 #include "chroma_api.h"
+#include "collection_config.h"
 #include "mirror_columns.h"
 #include "mirror_config.h"
 #include "ownership.h"
@@ -339,6 +340,30 @@ check_default_collection_name(const char *relname)
 	PG_END_TRY();
 }
 
+/*
+ * The mirror's collection: created with configuration when missing; when it exists, a
+ * key of configuration it disagrees with is refused before anything changes.
+ */
+static void
+mirror_collection(const char *collection, Jsonb *configuration, ChromaCollection *coll)
+{
+	ChromaCollection existing;
+	ChromaConfigConflict c;
+
+	if (configuration != NULL &&
+		chroma_api_get_collection(collection, &existing, true) &&
+		chroma_configuration_conflict(configuration, existing.configuration, &c))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("collection \"%s\" exists with %s %s, not %s",
+						collection, c.key, c.existing, c.given),
+				 errdetail("An existing collection keeps its configuration; only the keys the configuration gives are compared."),
+				 c.modifiable
+				 ? errhint("Change it with chroma_modify_collection(), leave %s out of the configuration, or mirror into another collection.", c.key)
+				 : errhint("Leave %s out of the configuration, or mirror into another collection.", c.key)));
+	chroma_api_create_collection(collection, NULL, NULL, configuration, true, coll);
+}
+
 Datum
 chroma_mirror(PG_FUNCTION_ARGS)
 {
@@ -364,6 +389,8 @@ chroma_mirror(PG_FUNCTION_ARGS)
 	int			mirror_id;
 	char	   *qname;
 	Bitmapset  *filter_atts = NULL;
+	/* configuration: a new last argument in 0.5 */
+	Jsonb	   *configuration = (PG_NARGS() > 10 && !PG_ARGISNULL(10)) ? PG_GETARG_JSONB_P(10) : NULL;
 
 	if (PG_ARGISNULL(0))
 		ereport(ERROR,
@@ -373,6 +400,8 @@ chroma_mirror(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("embedding_column must not be null")));
+	if (configuration != NULL)
+		chroma_check_configuration("configuration", configuration, false);
 	relid = PG_GETARG_OID(0);
 	if (!OidIsValid(get_rel_name(relid) ? relid : InvalidOid))
 		ereport(ERROR,
@@ -476,7 +505,7 @@ chroma_mirror(PG_FUNCTION_ARGS)
 				 errhint("Commit first, or mirror into another collection.")));
 
 	/* The collection (network): created if missing, its dimension fixes the mirror's. */
-	chroma_api_create_collection(collection, NULL, NULL, NULL, true, &coll);
+	mirror_collection(collection, configuration, &coll);
 	ownership_claim(&coll, ownership_tag(mirror_system_identifier(), MyDatabaseId, relid), adopt);
 
 	/*
@@ -542,6 +571,15 @@ chroma_mirror(PG_FUNCTION_ARGS)
 										   mirror_id),
 								  3, types, values, nulls, false, 0) != SPI_OK_UPDATE)
 			elog(ERROR, "could not record the mirror's column types");
+	}
+	if (configuration != NULL)
+	{
+		Oid			types[2] = {INT4OID, JSONBOID};
+		Datum		values[2] = {Int32GetDatum(mirror_id), JsonbPGetDatum(configuration)};
+
+		/* what a collection created again for the mirror is created with */
+		spi_exec("UPDATE chroma_sync.mirror SET configuration = $2 WHERE mirror_id = $1",
+				 2, types, values, SPI_OK_UPDATE);
 	}
 	{
 		AttrNumber *meta = palloc_array(AttrNumber, Max(1, nmeta));
@@ -1147,7 +1185,7 @@ chroma_adopt(PG_FUNCTION_ARGS)
 	 */
 	filter_node = m->filter && mirror_filter_binds() ? mirror_filter_derive(m) : NULL;
 
-	chroma_api_create_collection(m->collection, NULL, NULL, NULL, true, &coll);
+	mirror_collection(m->collection, m->configuration, &coll);
 	ownership_claim(&coll, ownership_tag(sysid, MyDatabaseId, relid), true);
 
 	chroma_become_extension_owner(&su);

@@ -16,6 +16,7 @@
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
+#include "utils/jsonb.h"
 #include "utils/lsyscache.h"
 #include "utils/syscache.h"
 #include "utils/timestamp.h"
@@ -158,6 +159,13 @@ config_from_tuple(HeapTuple tup, TupleDesc td, const char *sysid)
 	m->filter_node = SPI_getvalue(tup, td, 19);
 	m->filter_relname = SPI_getvalue(tup, td, SPI_fnumber(td, "filter_relname"));
 	m->paused_reason = SPI_getvalue(tup, td, SPI_fnumber(td, "paused_reason"));
+	d = SPI_getbinval(tup, td, SPI_fnumber(td, "configuration"), &isnull);
+	if (!isnull)
+	{
+		Jsonb	   *cfg = DatumGetJsonbPCopy(d);
+
+		m->configuration = JB_ROOT_IS_SCALAR(cfg) ? NULL : cfg;
+	}
 	{
 		char	   *ddl = SPI_getvalue(tup, td, SPI_fnumber(td, "filter_ddl"));
 
@@ -230,7 +238,9 @@ load_where(const char *where, int nargs, Oid *types, Datum *values)
 						   /* 0.5: DDL advanced the epoch past the one an unbound 0.4 text was confirmed at */
 						   "(m.filter IS NOT NULL AND (pg_catalog.to_jsonb(m) OPERATOR(pg_catalog.->>) 'filter_node') IS NULL "
 						   "AND (pg_catalog.to_jsonb(m) OPERATOR(pg_catalog.->>) 'filter_confirmed_epoch')::pg_catalog.int8 "
-						   "OPERATOR(pg_catalog.<) " MIRROR_DDL_EPOCH ")::pg_catalog.text AS filter_ddl "
+						   "OPERATOR(pg_catalog.<) " MIRROR_DDL_EPOCH ")::pg_catalog.text AS filter_ddl, "
+						   /* 0.5: the collection's configuration (JSON null: none, or before the update) */
+						   "pg_catalog.to_jsonb(m) OPERATOR(pg_catalog.->) 'configuration' AS configuration "
 						   "FROM chroma_sync.mirror m %s ORDER BY mirror_id",
 						   mirror_columns_by_name_exist() ? MIRROR_COLUMNS_BY_NAME : MIRROR_COLUMNS_NONE,
 						   where);

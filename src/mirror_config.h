@@ -12,6 +12,7 @@
 #include "datatype/timestamp.h"
 #include "fmgr.h"
 #include "nodes/pg_list.h"
+#include "utils/jsonb.h"
 
 /* What a mirrored column is for (the order of the recorded columns). */
 typedef enum MirrorColumnRole
@@ -72,6 +73,7 @@ typedef struct MirrorConfig
 	bool		reconcile;
 	char	   *system_identifier;
 	Oid			database_oid;
+	Jsonb	   *configuration;	/* the collection's, given to chroma_mirror (NULL: none) */
 	char	   *filter;			/* as stored: deparsed by chroma_mirror (raw text before 0.5) */
 	char	   *filter_node;	/* the bound tree stored with it (NULL: stored by 0.4) */
 	char	  **filter_refs;	/* what the tree refers to, recorded when bound (NULL: none) */

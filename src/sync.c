@@ -34,6 +34,7 @@
 
 #include "chroma_api.h"
 #include "chroma_sync.h"
+#include "collection_config.h"
 #include "metadata.h"
 #include "mirror_columns.h"
 #include "pgbuf.h"
@@ -1040,7 +1041,22 @@ ensure_collection(MirrorConfig *m, MirrorState *st, TimestampTz *wake_at)
 		}
 		return true;
 	}
-	chroma_api_create_collection(m->collection, NULL, NULL, NULL, true, &coll);
+	/* created again with the mirror's configuration; one created meanwhile must agree */
+	if (m->configuration != NULL)
+	{
+		ChromaCollection existing;
+		ChromaConfigConflict c;
+
+		if (chroma_api_get_collection(m->collection, &existing, true) &&
+			chroma_configuration_conflict(m->configuration, existing.configuration, &c))
+		{
+			record_error(m, psprintf("collection \"%s\" exists with %s %s, not the mirror's %s; "
+									 "this mirror is paused", m->collection, c.key, c.existing, c.given),
+						 true);
+			return false;
+		}
+	}
+	chroma_api_create_collection(m->collection, NULL, NULL, m->configuration, true, &coll);
 	ownership_claim(&coll, ownership_tag(m->system_identifier, m->database_oid, m->relid), false);
 	sync_begin_txn();
 	{
