@@ -137,8 +137,9 @@ SELECT pg_get_function_identity_arguments(p.oid),
 	has_function_privilege('public', p.oid, 'EXECUTE')
 FROM pg_proc p WHERE p.proname = 'chroma_mirror'}),
 	'source regclass, collection text, id_column name, embedding_column name, document_column name, '
-	  . 'metadata_columns name[], backfill boolean, adopt boolean, filter text, id_columns name[]|t|t|f|f',
-	'one chroma_mirror, with id_columns last; its grants kept (also to Mixed Case"Role), none to PUBLIC');
+	  . 'metadata_columns name[], backfill boolean, adopt boolean, filter text, id_columns name[], '
+	  . 'configuration jsonb|t|t|f|f',
+	'one chroma_mirror, with configuration last; its grants kept (also to Mixed Case"Role), none to PUBLIC');
 
 $node->safe_psql('postgres', "SELECT chroma_resume('up_docs')");
 assert_equal($node, 'up_docs', 'up_docs_t030', name => 'after the update');

@@ -33,7 +33,7 @@ $node->safe_psql('postgres', q{
 CREATE ROLE cs_t041_user LOGIN;
 GRANT EXECUTE ON FUNCTION chroma_upsert(text, text[], real[], text[], jsonb[], boolean) TO cs_t041_user;
 GRANT EXECUTE ON FUNCTION chroma_mirror(regclass, text, name, name, name, name[], boolean, boolean, text,
-	name[]) TO cs_t041_user;
+	name[], jsonb) TO cs_t041_user;
 CREATE DATABASE cs_latin1 ENCODING 'LATIN1' LC_COLLATE 'C' LC_CTYPE 'C' TEMPLATE template0;
 CREATE DATABASE cs_ascii ENCODING 'SQL_ASCII' LC_COLLATE 'C' LC_CTYPE 'C' TEMPLATE template0;});
 $node->safe_psql($_, 'CREATE EXTENSION chroma_sync') for qw(cs_latin1 cs_ascii);

@@ -192,9 +192,9 @@ for my $v ('0.2', '0.3', '0.4', '0.5')
 is($node->safe_psql('h_upgrade', q{
 SELECT has_function_privilege('h_plain', p.oid, 'EXECUTE WITH GRANT OPTION'),
 	has_function_privilege('public', p.oid, 'EXECUTE'),
-	pg_get_function_identity_arguments(p.oid) LIKE '%, id_columns name[]'
+	pg_get_function_identity_arguments(p.oid) LIKE '%, id_columns name[], configuration jsonb'
 FROM pg_proc p WHERE p.proname = 'chroma_mirror'}),
-	't|f|t', 'h_upgrade: 0.3\'s chroma_mirror keeps the grant to h_plain, none to PUBLIC');
+	't|f|t', 'h_upgrade: 0.5\'s chroma_mirror keeps the grant to h_plain, none to PUBLIC');
 is(bound_to_public('h_upgrade'), '', 'h_upgrade: nothing of the extension is bound to a planted object');
 exercise('h_upgrade');
 assert_not_hijacked('h_upgrade', 'after reading the status during a backfill');
