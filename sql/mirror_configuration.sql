@@ -31,6 +31,9 @@ SELECT cs_try($$SELECT chroma_mirror('regress_mcfg', collection => 'regress_mcfg
 	configuration => '{"hnsw": {"ef_search": 0}}')$$);
 SELECT cs_try($$SELECT chroma_mirror('regress_mcfg', collection => 'regress_mcfg_b',
 	configuration => '{"hnsw": {"bogus": 1}}')$$);
+-- 25.0 is a float to Chroma, which would refuse it as a count: refused here first
+SELECT cs_try($$SELECT chroma_mirror('regress_mcfg', collection => 'regress_mcfg_b',
+	configuration => '{"hnsw": {"ef_search": 25.0}}')$$);
 SELECT cs_try($$SELECT chroma_mirror('regress_mcfg', collection => 'regress_mcfg_b',
 	configuration => '[1]')$$);
 -- checked before the table is: a configuration error wins over a missing column

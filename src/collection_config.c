@@ -109,10 +109,9 @@ check_value(const char *arg, const char *index, const char *key, ConfigKind kind
 		Numeric		n = v->val.numeric;
 		bool		whole;
 
+		/* no digits after the point: Chroma reads 25.0 as a float, and refuses it (422) */
 		whole = !numeric_is_nan(n) && !numeric_is_inf(n) &&
-			DatumGetBool(DirectFunctionCall2(numeric_eq, NumericGetDatum(n),
-											 DirectFunctionCall2(numeric_trunc, NumericGetDatum(n),
-																 Int32GetDatum(0))));
+			DatumGetInt32(DirectFunctionCall1(numeric_scale, NumericGetDatum(n))) == 0;
 		if (!whole ||
 			DatumGetInt32(DirectFunctionCall2(numeric_cmp, NumericGetDatum(n),
 											  NumericGetDatum(int64_to_numeric(1)))) < 0 ||
