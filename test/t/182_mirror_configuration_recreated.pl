@@ -15,7 +15,7 @@ use Test::More;
 
 my $node = new_node('mirror_configuration');
 my $log0 = log_offset($node);
-my $coll = 'cs_t176';
+my $coll = 'cs_t182';
 
 make_table($node, 'c', rows => 300, dim => 8);
 fresh_collection($node, $coll);
