@@ -341,8 +341,9 @@ values_equal(JsonbValue *a, JsonbValue *b)
 			return a->val.string.len == b->val.string.len &&
 				memcmp(a->val.string.val, b->val.string.val, a->val.string.len) == 0;
 		case jbvNumeric:
-			return DatumGetBool(DirectFunctionCall2(numeric_eq, NumericGetDatum(a->val.numeric),
-													NumericGetDatum(b->val.numeric)));
+			/* as Chroma reads them: 1.00000000000000001 is 1.0 (TAP 200) */
+			return strtod(DatumGetCString(DirectFunctionCall1(numeric_out, NumericGetDatum(a->val.numeric))), NULL) ==
+				strtod(DatumGetCString(DirectFunctionCall1(numeric_out, NumericGetDatum(b->val.numeric))), NULL);
 		case jbvBool:
 			return a->val.boolean == b->val.boolean;
 		case jbvNull:
@@ -353,12 +354,25 @@ values_equal(JsonbValue *a, JsonbValue *b)
 }
 
 bool
-chroma_configuration_conflict(Jsonb *given, Jsonb *existing, ChromaConfigConflict *out)
+chroma_configuration_conflict(Jsonb *given, Jsonb *existing, bool fixed_only,
+							  ChromaConfigConflict *out)
 {
 	JsonbIterator *it = JsonbIteratorInit(&given->root);
 	JsonbValue	k;
 	JsonbValue	v;
 	JsonbIteratorToken tok;
+	const char *asked = chroma_configuration_index(given);
+	const char *has = chroma_configuration_index(existing);
+
+	/* settings for another index than the collection has: the server ignores them (TAP 197) */
+	if (asked != NULL && has != NULL && strcmp(asked, has) != 0)
+	{
+		out->key = "index";
+		out->given = psprintf("\"%s\"", asked);
+		out->existing = psprintf("\"%s\"", has);
+		out->modifiable = false;
+		return true;
+	}
 
 	while ((tok = JsonbIteratorNext(&it, &k, true)) != WJB_DONE)
 	{
@@ -401,8 +415,31 @@ chroma_configuration_conflict(Jsonb *given, Jsonb *existing, ChromaConfigConflic
 				for (size_t i = 0; i < lengthof(hnsw_keys); i++)
 					if (strcmp(hnsw_keys[i].name, key) == 0)
 						out->modifiable = hnsw_keys[i].modifiable;
+			/* a recorded configuration: chroma_modify_collection may have changed it since */
+			if (fixed_only && out->modifiable)
+				continue;
 			return true;
 		}
 	}
 	return false;
+}
+
+void
+chroma_check_configuration_made(const char *collection, Jsonb *cfg, Jsonb *made)
+{
+	const char *asked = chroma_configuration_index(cfg);
+	const char *has = chroma_configuration_index(made);
+
+	/*
+	 * Not deleted here: by name, it could be another session's collection by then, with its
+	 * records (TAP 198). The caller is told, and decides.
+	 */
+	if (asked != NULL && has != NULL && strcmp(asked, has) != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("this Chroma server made collection \"%s\" with an index of kind \"%s\", not \"%s\"",
+						collection, has, asked),
+				 errdetail("The server ignored the \"%s\" settings; the collection exists, with its defaults.", asked),
+				 errhint("Delete it with chroma_delete_collection('%s') if it is not wanted, and give the configuration as {\"%s\": {...}}: single-node Chroma indexes with \"hnsw\", Chroma Cloud with \"spann\".",
+						 collection, has)));
 }

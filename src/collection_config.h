@@ -39,9 +39,17 @@ typedef struct ChromaConfigConflict
  * Whether the existing collection's configuration (configuration_json; may be NULL)
  * disagrees with a checked configuration on a key that configuration gives: fills *out
  * with the first such key. Keys the caller leaves out, and keys the server does not show
- * (num_threads, batch_size), are not compared.
+ * (num_threads, batch_size), are not compared; fixed_only: nor keys a modification may
+ * change (a recorded configuration, which chroma_modify_collection does not update).
  */
-extern bool chroma_configuration_conflict(Jsonb *given, Jsonb *existing,
+extern bool chroma_configuration_conflict(Jsonb *given, Jsonb *existing, bool fixed_only,
 										  ChromaConfigConflict *out);
+
+/*
+ * ERROR (0A000) when the server made a collection with another index than cfg asked for
+ * (made: the configuration it answered with): it ignored cfg. The collection is not
+ * deleted (by name, it may be another session's by then).
+ */
+extern void chroma_check_configuration_made(const char *collection, Jsonb *cfg, Jsonb *made);
 
 #endif

@@ -133,22 +133,8 @@ chroma_create_collection(PG_FUNCTION_ARGS)
 		existed = true;
 	}
 	chroma_api_create_collection(name, metadata, space, configuration, get_or_create, &coll);
-	/*
-	 * A server without that index makes the collection with its own (single-node Chroma
-	 * ignores "spann"): not what was asked for, so not kept.
-	 */
-	if (!existed && configuration != NULL && chroma_configuration_index(coll.configuration) != NULL &&
-		strcmp(chroma_configuration_index(coll.configuration), chroma_configuration_index(configuration)) != 0)
-	{
-		(void) chroma_api_delete_collection(name, true);
-		ereport(ERROR,
-				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("this Chroma server indexes collections with \"%s\", not \"%s\": collection \"%s\" was not created",
-						chroma_configuration_index(coll.configuration),
-						chroma_configuration_index(configuration), name),
-				 errhint("Give the configuration as {\"%s\": {...}}: single-node Chroma indexes with \"hnsw\", Chroma Cloud with \"spann\".",
-						 chroma_configuration_index(coll.configuration))));
-	}
+	if (!existed)
+		chroma_check_configuration_made(name, configuration, coll.configuration);
 	PG_RETURN_DATUM(uuid_datum(coll.id));
 }
 

@@ -342,17 +342,20 @@ check_default_collection_name(const char *relname)
 
 /*
  * The mirror's collection: created with configuration when missing; when it exists, a
- * key of configuration it disagrees with is refused before anything changes.
+ * key of configuration it disagrees with is refused before anything changes (recorded, for
+ * chroma_adopt: only keys no modification may change, TAP 199). A server that made it
+ * with another index than asked for is refused too (TAP 197).
  */
 static void
-mirror_collection(const char *collection, Jsonb *configuration, ChromaCollection *coll)
+mirror_collection(const char *collection, Jsonb *configuration, bool recorded,
+				  ChromaCollection *coll)
 {
 	ChromaCollection existing;
 	ChromaConfigConflict c;
 
 	if (configuration != NULL &&
 		chroma_api_get_collection(collection, &existing, true) &&
-		chroma_configuration_conflict(configuration, existing.configuration, &c))
+		chroma_configuration_conflict(configuration, existing.configuration, recorded, &c))
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("collection \"%s\" exists with %s %s, not %s",
@@ -362,6 +365,8 @@ mirror_collection(const char *collection, Jsonb *configuration, ChromaCollection
 				 ? errhint("Change it with chroma_modify_collection(), leave %s out of the configuration, or mirror into another collection.", c.key)
 				 : errhint("Leave %s out of the configuration, or mirror into another collection.", c.key)));
 	chroma_api_create_collection(collection, NULL, NULL, configuration, true, coll);
+	if (configuration != NULL)
+		chroma_check_configuration_made(collection, configuration, coll->configuration);
 }
 
 Datum
@@ -505,7 +510,7 @@ chroma_mirror(PG_FUNCTION_ARGS)
 				 errhint("Commit first, or mirror into another collection.")));
 
 	/* The collection (network): created if missing, its dimension fixes the mirror's. */
-	mirror_collection(collection, configuration, &coll);
+	mirror_collection(collection, configuration, false, &coll);
 	ownership_claim(&coll, ownership_tag(mirror_system_identifier(), MyDatabaseId, relid), adopt);
 
 	/*
@@ -1185,7 +1190,7 @@ chroma_adopt(PG_FUNCTION_ARGS)
 	 */
 	filter_node = m->filter && mirror_filter_binds() ? mirror_filter_derive(m) : NULL;
 
-	mirror_collection(m->collection, m->configuration, &coll);
+	mirror_collection(m->collection, m->configuration, true, &coll);
 	ownership_claim(&coll, ownership_tag(sysid, MyDatabaseId, relid), true);
 
 	chroma_become_extension_owner(&su);

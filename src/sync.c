@@ -1048,7 +1048,7 @@ ensure_collection(MirrorConfig *m, MirrorState *st, TimestampTz *wake_at)
 		ChromaConfigConflict c;
 
 		if (chroma_api_get_collection(m->collection, &existing, true) &&
-			chroma_configuration_conflict(m->configuration, existing.configuration, &c))
+			chroma_configuration_conflict(m->configuration, existing.configuration, true, &c))
 		{
 			record_error(m, psprintf("collection \"%s\" exists with %s %s, not the mirror's %s; "
 									 "this mirror is paused", m->collection, c.key, c.existing, c.given),
