@@ -357,11 +357,15 @@ mirror_collection(const char *collection, Jsonb *configuration, bool recorded,
 		chroma_api_get_collection(collection, &existing, true) &&
 		chroma_configuration_conflict(configuration, existing.configuration, recorded, &c))
 		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				/* settings for another index: as chroma_create_collection says (TAP 197) */
+				(errcode(strcmp(c.key, "index") == 0 ? ERRCODE_FEATURE_NOT_SUPPORTED
+						 : ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("collection \"%s\" exists with %s %s, not %s",
 						collection, c.key, c.existing, c.given),
 				 errdetail("An existing collection keeps its configuration; only the keys the configuration gives are compared."),
-				 c.modifiable
+				 strcmp(c.key, "index") == 0
+				 ? errhint("Give the settings of its index, %s, or mirror into another collection.", c.existing)
+				 : c.modifiable
 				 ? errhint("Change it with chroma_modify_collection(), leave %s out of the configuration, or mirror into another collection.", c.key)
 				 : errhint("Leave %s out of the configuration, or mirror into another collection.", c.key)));
 	chroma_api_create_collection(collection, NULL, NULL, configuration, true, coll);

@@ -34,6 +34,9 @@ make_table($node, 't199', rows => 3);
 $node->safe_psql('postgres', q{
 SELECT chroma_mirror('t199', collection => 'cs_t199', document_column => 'doc',
 	configuration => '{"hnsw": {"ef_search": 25}}')});
+# the backfill sent first: the old server answers a modification during writes with
+# "database is locked"
+is($node->safe_psql('postgres', q{SELECT chroma_flush('t199', interval '60 seconds')}), 't', 'the backfill is sent');
 $node->safe_psql('postgres', q{
 SELECT chroma_modify_collection('cs_t199', new_configuration => '{"hnsw": {"ef_search": 50}}')});
 is($node->safe_psql('postgres',
