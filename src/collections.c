@@ -128,7 +128,7 @@ chroma_create_collection(PG_FUNCTION_ARGS)
 	if (configuration != NULL && get_or_create &&
 		chroma_api_get_collection(name, &coll, true))
 	{
-		/* an existing collection: not one to drop below */
+		/* an existing collection: its index must be the one the configuration is for */
 		chroma_check_configuration_index("configuration", configuration, name, coll.configuration);
 		existed = true;
 	}
