@@ -17,6 +17,7 @@
 #include "utils/jsonb.h"
 #include "utils/numeric.h"
 
+#include "chroma_api.h"
 #include "collection_config.h"
 
 typedef enum
@@ -79,6 +80,19 @@ jsonb_type_name(JsonbValue *v)
 	}
 }
 
+/* A JSON number as Chroma reads it: the nearest float64 (0 when NaN, infinite or out of range). */
+static double
+numeric_float64(Numeric n)
+{
+	double		d;
+
+	if (numeric_is_nan(n) || numeric_is_inf(n))
+		return 0;
+	errno = 0;
+	d = strtod(DatumGetCString(DirectFunctionCall1(numeric_out, NumericGetDatum(n))), NULL);
+	return errno == ERANGE || !isfinite(d) ? 0 : d;
+}
+
 static void
 check_value(const char *arg, const char *index, const char *key, ConfigKind kind, int32 max,
 			JsonbValue *v)
@@ -126,25 +140,17 @@ check_value(const char *arg, const char *index, const char *key, ConfigKind kind
 	else
 	{
 		Numeric		n = v->val.numeric;
-		char	   *text = NULL;
-		double		d = 0;
 
 		/* as Chroma reads it: the nearest float64, which must be finite and above 0 */
-		if (!numeric_is_nan(n) && !numeric_is_inf(n))
-		{
-			text = DatumGetCString(DirectFunctionCall1(numeric_out, NumericGetDatum(n)));
-			errno = 0;
-			d = strtod(text, NULL);
-			if (errno == ERANGE || !isfinite(d))
-				d = 0;
-		}
-		if (!(d > 0))
+		if (!(numeric_float64(n) > 0))
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("%s.%s.%s must be a number greater than 0", arg, index, key),
-					 text != NULL && DatumGetInt32(DirectFunctionCall2(numeric_cmp, NumericGetDatum(n),
-																	   NumericGetDatum(int64_to_numeric(0)))) > 0
-					 ? errdetail("It is %s, whose nearest float64 (as Chroma reads it) is 0 or infinite.", text)
+					 !numeric_is_nan(n) && !numeric_is_inf(n) &&
+					 DatumGetInt32(DirectFunctionCall2(numeric_cmp, NumericGetDatum(n),
+													   NumericGetDatum(int64_to_numeric(0)))) > 0
+					 ? errdetail("It is %s, whose nearest float64 (as Chroma reads it) is 0 or infinite.",
+								 DatumGetCString(DirectFunctionCall1(numeric_out, NumericGetDatum(n))))
 					 : 0));
 	}
 }
@@ -281,29 +287,34 @@ chroma_configuration_space(Jsonb *cfg)
 const char *
 chroma_configuration_index(Jsonb *cfg)
 {
-	JsonbValue *v;
-
-	if (cfg == NULL || !JB_ROOT_IS_OBJECT(cfg) || JB_ROOT_IS_SCALAR(cfg))
-		return NULL;
 	for (int i = 0; i < 2; i++)
 	{
 		const char *index = i == 0 ? "hnsw" : "spann";
+		JsonbValue *v = chroma_jsonb_get(cfg, index);
 
-		v = getKeyJsonValueFromContainer(&cfg->root, index, strlen(index), NULL);
 		if (v != NULL && v->type == jbvBinary && JsonContainerIsObject(v->val.binary.data))
 			return index;
 	}
 	return NULL;
 }
 
+/* Whether cfg is for another index than other has (each named, when known). */
+static bool
+index_differs(Jsonb *cfg, Jsonb *other, const char **asked, const char **has)
+{
+	*asked = chroma_configuration_index(cfg);
+	*has = chroma_configuration_index(other);
+	return *asked != NULL && *has != NULL && strcmp(*asked, *has) != 0;
+}
+
 void
 chroma_check_configuration_index(const char *arg, Jsonb *cfg, const char *collection,
 								 Jsonb *collection_cfg)
 {
-	const char *given = chroma_configuration_index(cfg);
-	const char *has = chroma_configuration_index(collection_cfg);
+	const char *given;
+	const char *has;
 
-	if (given != NULL && has != NULL && strcmp(given, has) != 0)
+	if (index_differs(cfg, collection_cfg, &given, &has))
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 				 errmsg("collection \"%s\" has an index of kind \"%s\": %s settings for \"%s\" do not apply to it",
@@ -311,15 +322,6 @@ chroma_check_configuration_index(const char *arg, Jsonb *cfg, const char *collec
 				 errdetail("The server would ignore them."),
 				 errhint("Give %s as {\"%s\": {...}}: single-node Chroma indexes with \"hnsw\", Chroma Cloud with \"spann\".",
 						 arg, has)));
-}
-
-/* The value of key in an object (a JsonbValue inside it), or NULL. */
-static JsonbValue *
-object_value(Jsonb *obj, const char *key)
-{
-	if (obj == NULL || !JB_ROOT_IS_OBJECT(obj) || JB_ROOT_IS_SCALAR(obj))
-		return NULL;
-	return getKeyJsonValueFromContainer(&obj->root, key, strlen(key), NULL);
 }
 
 static char *
@@ -342,8 +344,7 @@ values_equal(JsonbValue *a, JsonbValue *b)
 				memcmp(a->val.string.val, b->val.string.val, a->val.string.len) == 0;
 		case jbvNumeric:
 			/* as Chroma reads them: 1.00000000000000001 is 1.0 (TAP 200) */
-			return strtod(DatumGetCString(DirectFunctionCall1(numeric_out, NumericGetDatum(a->val.numeric))), NULL) ==
-				strtod(DatumGetCString(DirectFunctionCall1(numeric_out, NumericGetDatum(b->val.numeric))), NULL);
+			return numeric_float64(a->val.numeric) == numeric_float64(b->val.numeric);
 		case jbvBool:
 			return a->val.boolean == b->val.boolean;
 		case jbvNull:
@@ -361,11 +362,11 @@ chroma_configuration_conflict(Jsonb *given, Jsonb *existing, bool fixed_only,
 	JsonbValue	k;
 	JsonbValue	v;
 	JsonbIteratorToken tok;
-	const char *asked = chroma_configuration_index(given);
-	const char *has = chroma_configuration_index(existing);
+	const char *asked;
+	const char *has;
 
 	/* settings for another index than the collection has: the server ignores them (TAP 197) */
-	if (asked != NULL && has != NULL && strcmp(asked, has) != 0)
+	if (index_differs(given, existing, &asked, &has))
 	{
 		out->key = "index";
 		out->given = psprintf("\"%s\"", asked);
@@ -391,7 +392,7 @@ chroma_configuration_conflict(Jsonb *given, Jsonb *existing, bool fixed_only,
 		if (v.type != jbvBinary)
 			continue;			/* "hnsw": null gives nothing to compare */
 		mine = JsonbValueToJsonb(&v);
-		theirs = object_value(existing, index);
+		theirs = chroma_jsonb_get(existing, index);
 		their_obj = theirs != NULL && theirs->type == jbvBinary ? JsonbValueToJsonb(theirs) : NULL;
 		kit = JsonbIteratorInit(&mine->root);
 		while ((tok = JsonbIteratorNext(&kit, &kk, true)) != WJB_DONE)
@@ -403,7 +404,7 @@ chroma_configuration_conflict(Jsonb *given, Jsonb *existing, bool fixed_only,
 				continue;
 			key = pnstrdup(kk.val.string.val, kk.val.string.len);
 			(void) JsonbIteratorNext(&kit, &kv, true);
-			ev = object_value(their_obj, key);
+			ev = chroma_jsonb_get(their_obj, key);
 			/* not shown by the server (num_threads, batch_size): it cannot be compared */
 			if (ev == NULL || values_equal(&kv, ev))
 				continue;
@@ -427,14 +428,14 @@ chroma_configuration_conflict(Jsonb *given, Jsonb *existing, bool fixed_only,
 void
 chroma_check_configuration_made(const char *collection, Jsonb *cfg, Jsonb *made)
 {
-	const char *asked = chroma_configuration_index(cfg);
-	const char *has = chroma_configuration_index(made);
+	const char *asked;
+	const char *has;
 
 	/*
 	 * Not deleted here: by name, it could be another session's collection by then, with its
 	 * records (TAP 198). The caller is told, and decides.
 	 */
-	if (asked != NULL && has != NULL && strcmp(asked, has) != 0)
+	if (index_differs(cfg, made, &asked, &has))
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 				 errmsg("this Chroma server made collection \"%s\" with an index of kind \"%s\", not \"%s\"",
