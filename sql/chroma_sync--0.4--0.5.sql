@@ -45,8 +45,9 @@ $$;
 -- include_embeddings and where_document, chroma_query where_document and ids (new last
 -- arguments); chroma_query_batch is new =====
 -- A new argument changes the signature: each function is created again, and the EXECUTE
--- grants given on the old one are given on the new one.
-CREATE TEMPORARY TABLE chroma_sync_records_grants ON COMMIT DROP AS
+-- grants given on the old one are given on the new one (read here, for every function this
+-- script creates again, and given before the last section).
+CREATE TEMPORARY TABLE chroma_sync_grants ON COMMIT DROP AS
 	SELECT s.new_signature, a.grantee, a.is_grantable
 	FROM (VALUES
 		('chroma_upsert(text, text[], real[], text[], jsonb[])',
@@ -55,7 +56,11 @@ CREATE TEMPORARY TABLE chroma_sync_records_grants ON COMMIT DROP AS
 		('chroma_get(text, text[], jsonb, int, int)',
 		 'chroma_get(text, text[], jsonb, int, int, boolean, jsonb)'),
 		('chroma_query(text, real[], int, jsonb)',
-		 'chroma_query(text, real[], int, jsonb, jsonb, text[])'))
+		 'chroma_query(text, real[], int, jsonb, jsonb, text[])'),
+		('chroma_create_collection(text, jsonb, text, boolean)',
+		 'chroma_create_collection(text, jsonb, text, boolean, jsonb)'),
+		('chroma_mirror(regclass, text, name, name, name, name[], boolean, boolean, text, name[])',
+		 'chroma_mirror(regclass, text, name, name, name, name[], boolean, boolean, text, name[], jsonb)'))
 		AS s(old_signature, new_signature),
 		pg_catalog.pg_proc AS p,
 		LATERAL pg_catalog.aclexplode(p.proacl) AS a
@@ -110,22 +115,6 @@ REVOKE ALL ON FUNCTION
 	chroma_query(text, real[], int, jsonb, jsonb, text[]),
 	chroma_query_batch(text, real[], int, jsonb, jsonb)
 FROM PUBLIC;
-
-DO $$
-DECLARE
-	g record;
-BEGIN
-	FOR g IN SELECT * FROM pg_temp.chroma_sync_records_grants LOOP
-		EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION %s TO %s%s',
-			g.new_signature::pg_catalog.regprocedure,
-			-- regrole's output is already an identifier, quoted where needed
-			CASE WHEN g.grantee OPERATOR(pg_catalog.=) 0::pg_catalog.oid THEN 'PUBLIC'
-				ELSE g.grantee::pg_catalog.regrole::pg_catalog.text END,
-			CASE WHEN g.is_grantable THEN ' WITH GRANT OPTION' ELSE '' END);
-	END LOOP;
-END
-$$;
-DROP TABLE pg_temp.chroma_sync_records_grants;
 
 -- ===== Filters run as the table's owner, stored deparsed (issue 15) =====
 -- 0.5 stores a new mirror's filter deparsed (one expression, names outside pg_catalog
@@ -358,14 +347,6 @@ FROM chroma_sync.mirror m,
 -- chroma_create_collection takes configuration (a new last argument: created again, with
 -- the EXECUTE grants of the old one); chroma_modify_collection changes a collection's
 -- name, metadata or configuration; chroma_collection reads one, configuration included.
-CREATE TEMPORARY TABLE chroma_sync_collection_grants ON COMMIT DROP AS
-	SELECT a.grantee, a.is_grantable
-	FROM pg_catalog.pg_proc AS p, LATERAL pg_catalog.aclexplode(p.proacl) AS a
-	WHERE p.oid OPERATOR(pg_catalog.=)
-			'chroma_create_collection(text, jsonb, text, boolean)'::pg_catalog.regprocedure::pg_catalog.oid
-		AND a.grantee OPERATOR(pg_catalog.<>) p.proowner
-		AND a.privilege_type OPERATOR(pg_catalog.=) 'EXECUTE';
-
 DROP FUNCTION chroma_create_collection(text, jsonb, text, boolean);
 
 CREATE FUNCTION chroma_create_collection(name text, metadata jsonb DEFAULT NULL,
@@ -388,21 +369,6 @@ REVOKE ALL ON FUNCTION
 	chroma_collection(text)
 FROM PUBLIC;
 
-DO $$
-DECLARE
-	g record;
-BEGIN
-	FOR g IN SELECT * FROM pg_temp.chroma_sync_collection_grants LOOP
-		EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION %s TO %s%s',
-			'chroma_create_collection(text, jsonb, text, boolean, jsonb)'::pg_catalog.regprocedure,
-			CASE WHEN g.grantee OPERATOR(pg_catalog.=) 0::pg_catalog.oid THEN 'PUBLIC'
-				ELSE g.grantee::pg_catalog.regrole::pg_catalog.text END,
-			CASE WHEN g.is_grantable THEN ' WITH GRANT OPTION' ELSE '' END);
-	END LOOP;
-END
-$$;
-DROP TABLE pg_temp.chroma_sync_collection_grants;
-
 -- ===== chroma_delete_where (issue 19) =====
 -- Deletes the records matching a metadata filter and/or a document filter (at least one),
 -- and returns how many were deleted.
@@ -419,13 +385,6 @@ ALTER TABLE chroma_sync.mirror ADD COLUMN configuration jsonb;
 
 -- A new last argument changes the signature: the function is created again, and the
 -- EXECUTE grants given on the old one are given on the new one.
-CREATE TEMPORARY TABLE chroma_sync_mirror_grants ON COMMIT DROP AS
-	SELECT a.grantee, a.is_grantable
-	FROM pg_catalog.pg_proc AS p, LATERAL pg_catalog.aclexplode(p.proacl) AS a
-	WHERE p.oid OPERATOR(pg_catalog.=) '@extschema@.chroma_mirror(regclass, text, name, name, name, name[], boolean, boolean, text, name[])'::pg_catalog.regprocedure::pg_catalog.oid
-		AND a.grantee OPERATOR(pg_catalog.<>) p.proowner
-		AND a.privilege_type OPERATOR(pg_catalog.=) 'EXECUTE';
-
 DROP FUNCTION chroma_mirror(regclass, text, name, name, name, name[], boolean, boolean, text, name[]);
 
 CREATE FUNCTION chroma_mirror(source regclass, collection text DEFAULT NULL,
@@ -439,13 +398,14 @@ REVOKE ALL ON FUNCTION
 	chroma_mirror(regclass, text, name, name, name, name[], boolean, boolean, text, name[], jsonb)
 FROM PUBLIC;
 
+-- ===== The EXECUTE grants of the functions created again (read at the top) =====
 DO $$
 DECLARE
 	g record;
 BEGIN
-	FOR g IN SELECT * FROM pg_temp.chroma_sync_mirror_grants LOOP
+	FOR g IN SELECT * FROM pg_temp.chroma_sync_grants LOOP
 		EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION %s TO %s%s',
-			'@extschema@.chroma_mirror(regclass, text, name, name, name, name[], boolean, boolean, text, name[], jsonb)'::pg_catalog.regprocedure,
+			g.new_signature::pg_catalog.regprocedure,
 			-- regrole's output is already an identifier, quoted where needed
 			CASE WHEN g.grantee OPERATOR(pg_catalog.=) 0::pg_catalog.oid THEN 'PUBLIC'
 				ELSE g.grantee::pg_catalog.regrole::pg_catalog.text END,
@@ -453,7 +413,7 @@ BEGIN
 	END LOOP;
 END
 $$;
-DROP TABLE pg_temp.chroma_sync_mirror_grants;
+DROP TABLE pg_temp.chroma_sync_grants;
 
 -- ===== A 0.4 filter's text and the DDL run before its binding (issue 15) =====
 -- The worker binds a filter stored by 0.4 as text the first time it loads the mirror after
