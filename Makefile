@@ -4,6 +4,7 @@ EXTVERSION = 0.5
 MODULE_big = chroma_sync
 OBJS = \
 	src/chroma_sync.o \
+	src/partition.o \
 	src/encode.o \
 	src/base64.o \
 	src/http.o \

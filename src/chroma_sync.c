@@ -17,6 +17,7 @@
 #include "http.h"
 #include "shared.h"
 #include "sync.h"
+#include "partition.h"
 #include "trigger.h"
 #include "worker.h"
 
@@ -367,6 +368,7 @@ _PG_init(void)
 	chroma_trigger_init();
 	chroma_redact_init();
 	chroma_utility_hook_init();
+	chroma_partition_init();
 	if (process_shared_preload_libraries_in_progress)
 	{
 		chroma_shmem_install_hooks();

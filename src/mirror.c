@@ -39,6 +39,7 @@
 #include "collection_config.h"
 #include "mirror_columns.h"
 #include "mirror_config.h"
+#include "partition.h"
 #include "ownership.h"
 #include "shared.h"
 #include "sync.h"
@@ -423,12 +424,10 @@ chroma_mirror(PG_FUNCTION_ARGS)
 
 	rel = relation_open(relid, ShareRowExclusiveLock);
 	relname = pstrdup(RelationGetRelationName(rel));
+	/* a partitioned table: one mirror of every partition under it (partition.c) */
 	if (rel->rd_rel->relkind == RELKIND_PARTITIONED_TABLE)
-		ereport(ERROR,
-				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("cannot mirror partitioned table %s", relname),
-				 errhint("Mirror each partition into its own collection.")));
-	if (rel->rd_rel->relkind != RELKIND_RELATION)
+		partition_check_leaves(relid, relname);
+	else if (rel->rd_rel->relkind != RELKIND_RELATION)
 		ereport(ERROR,
 				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
 				 errmsg("cannot mirror %s: it is not a table", relname)));
@@ -612,6 +611,20 @@ chroma_mirror(PG_FUNCTION_ARGS)
 					  "ENABLE ALWAYS TRIGGER chroma_sync_%d_truncate, "
 					  "ENABLE ALWAYS TRIGGER chroma_sync_%d_flush",
 					  qname, mirror_id, mirror_id, mirror_id), 0, NULL, NULL, SPI_OK_UTILITY);
+	if (get_rel_relkind(relid) == RELKIND_PARTITIONED_TABLE)
+	{
+		/*
+		 * The row triggers are cloned to the partitions; TRUNCATE of one partition takes
+		 * its rows out (its own BEFORE trigger), unless the whole table's TRUNCATE is
+		 * running (noted by this BEFORE trigger): the barrier clears everything.
+		 */
+		spi_exec(psprintf("CREATE TRIGGER chroma_sync_%d_truncate_begin BEFORE TRUNCATE ON %s "
+						  "FOR EACH STATEMENT EXECUTE FUNCTION chroma_sync.capture('%d')",
+						  mirror_id, qname, mirror_id), 0, NULL, NULL, SPI_OK_UTILITY);
+		spi_exec(psprintf("ALTER TABLE %s ENABLE ALWAYS TRIGGER chroma_sync_%d_truncate_begin",
+						  qname, mirror_id), 0, NULL, NULL, SPI_OK_UTILITY);
+		partition_leaf_triggers(mirror_id, relid, true);
+	}
 	/* DROP FUNCTION of what the filter calls is refused, as for a CHECK constraint */
 	if (filter != NULL && mirror_filter_binds())
 		mirror_filter_record_depends(relid, mirror_id, filter_node);
@@ -793,6 +806,12 @@ chroma_unmirror(PG_FUNCTION_ARGS)
 					  m->mirror_id, qualified_name(relid)), 0, NULL, NULL, SPI_OK_UTILITY);
 	spi_exec(psprintf("DROP TRIGGER IF EXISTS chroma_sync_%d_flush ON %s",
 					  m->mirror_id, qualified_name(relid)), 0, NULL, NULL, SPI_OK_UTILITY);
+	if (get_rel_relkind(relid) == RELKIND_PARTITIONED_TABLE)
+	{
+		spi_exec(psprintf("DROP TRIGGER IF EXISTS chroma_sync_%d_truncate_begin ON %s",
+						  m->mirror_id, qualified_name(relid)), 0, NULL, NULL, SPI_OK_UTILITY);
+		partition_leaf_triggers(m->mirror_id, relid, false);
+	}
 	spi_exec("DELETE FROM chroma_sync.queue WHERE mirror_id = $1", 1, types, values, SPI_OK_DELETE);
 	spi_exec("DELETE FROM chroma_sync.failed WHERE mirror_id = $1", 1, types, values, SPI_OK_DELETE);
 	sync_unknown_forget_mirror(m->mirror_id);

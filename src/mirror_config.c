@@ -487,8 +487,12 @@ mirror_table_sql(MirrorConfig *m)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_TABLE),
 				 errmsg("table of mirror %d no longer exists", m->mirror_id)));
-	/* ONLY: an inheritance child's rows are not the mirror's (its triggers do not see them) */
-	return psprintf("ONLY %s.%s", quote_identifier(nsp), quote_identifier(rel));
+	/*
+	 * ONLY: an inheritance child's rows are not the mirror's (its triggers do not see
+	 * them); a partitioned table's partitions are (its row triggers are cloned to them)
+	 */
+	return psprintf("%s%s.%s", get_rel_relkind(m->relid) == RELKIND_PARTITIONED_TABLE ? "" : "ONLY ",
+					quote_identifier(nsp), quote_identifier(rel));
 }
 
 /*

@@ -15,12 +15,17 @@
 #include "access/skey.h"
 #include "access/stratnum.h"
 #include "access/table.h"
+#include "access/tableam.h"
 #include "access/xact.h"
+#include "catalog/partition.h"
 #include "catalog/pg_extension.h"
+#include "catalog/pg_inherits.h"
+#include "catalog/pg_trigger.h"
 #include "catalog/pg_type.h"
 #include "commands/extension.h"
 #include "commands/trigger.h"
 #include "executor/spi.h"
+#include "executor/tuptable.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
 #include "utils/datum.h"
@@ -39,11 +44,19 @@
 
 PG_FUNCTION_INFO_V1(chroma_sync_capture);
 
+/* A mirror and the table a trigger of it fired on (its own, or one of its partitions). */
+typedef struct CaptureKey
+{
+	int			mirror_id;
+	Oid			relid;
+} CaptureKey;
+
 /* What the trigger needs to know about a mirror, cached per backend. */
 typedef struct CaptureInfo
 {
-	int			mirror_id;		/* hash key */
+	CaptureKey	key;			/* hash key */
 	Oid			relid;
+	bool		partition;		/* relid is a partition of the mirrored table */
 	int			nkeys;
 	AttrNumber *key_attnums;
 	Oid		   *key_types;
@@ -76,6 +89,20 @@ static int	xact_nmirrors = 0;
 static bool xact_overflow = false;
 static bool xact_wake = false;
 
+/*
+ * Partitioned tables whose TRUNCATE is running now, by mirror (see capture_truncate):
+ * their partitions' own TRUNCATE triggers need not queue keys, the whole collection is
+ * cleared. Valid only for the command that set it.
+ */
+typedef struct TruncatingRoot
+{
+	int			mirror_id;
+	CommandId	cid;
+} TruncatingRoot;
+
+static TruncatingRoot truncating[MAX_TRACKED];
+static int	ntruncating = 0;
+
 static void flush_pending(void);
 static void capture_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 									 SubTransactionId parentSubid, void *arg);
@@ -104,6 +131,7 @@ capture_xact_callback(XactEvent event, void *arg)
 			npending = cap_pending = npending_outer = 0;
 			xact_nmirrors = 0;
 			xact_overflow = false;
+			ntruncating = 0;
 			break;
 		default:
 			break;
@@ -202,12 +230,84 @@ chroma_restore_user(ChromaSavedUser *s)
 	AtEOXact_GUC(true, s->guc_level);
 }
 
+/*
+ * The attnum in table relid of the mirrored table's column att: the same for the table
+ * itself; for a partition, found by name (a partition attached after it was created
+ * may order its columns otherwise, or have dropped ones).
+ */
+static AttrNumber
+map_attnum(Oid root, Oid relid, AttrNumber att)
+{
+	char	   *name;
+	AttrNumber	a;
+
+	if (relid == root || att <= 0)
+		return att;
+	name = get_attname(root, att, true);
+	a = name ? get_attnum(relid, name) : InvalidAttrNumber;
+	if (a == InvalidAttrNumber)
+		elog(ERROR, "column %d of table %s has no match in its partition %s",
+			 att, get_rel_name(root), get_rel_name(relid));
+	return a;
+}
+
+/*
+ * What capturing changes of table relid (natts columns) for mirror m needs, allocated
+ * in cxt: relid is m's table or one of its partitions.
+ */
+static void
+capture_info_fill(CaptureInfo *ci, MirrorConfig *m, Oid relid, int natts, MemoryContext cxt)
+{
+	MemoryContext old = MemoryContextSwitchTo(cxt);
+	int			n = 0;
+
+	ci->relid = relid;
+	ci->partition = relid != m->relid;
+	ci->paused = m->paused;
+	ci->nkeys = m->nkeys;
+	ci->key_attnums = palloc_array(AttrNumber, m->nkeys);
+	ci->key_types = palloc_array(Oid, m->nkeys);
+	for (int i = 0; i < m->nkeys; i++)
+		ci->key_attnums[i] = map_attnum(m->relid, relid, m->key_attnums[i]);
+	memcpy(ci->key_types, m->key_types, sizeof(Oid) * m->nkeys);
+	if (m->filter)
+	{
+		/* a filter may read any column: any change may move the row in or out */
+		ci->cols = palloc(sizeof(AttrNumber) * Max(natts, 1));
+		for (AttrNumber a = 1; a <= natts; a++)
+			ci->cols[n++] = a;
+	}
+	else
+	{
+		ci->cols = palloc(sizeof(AttrNumber) * (m->nmeta + 3));
+		/* (a restored copy's recorded attnums may lie past this table's columns) */
+		if (m->embedding_attnum <= natts || ci->partition)
+			ci->cols[n++] = map_attnum(m->relid, relid, m->embedding_attnum);
+		if (m->document_attnum > 0 && (m->document_attnum <= natts || ci->partition))
+			ci->cols[n++] = map_attnum(m->relid, relid, m->document_attnum);
+		for (int i = 0; i < m->nmeta; i++)
+			if (m->meta_attnums[i] > 0 && (m->meta_attnums[i] <= natts || ci->partition))
+				ci->cols[n++] = map_attnum(m->relid, relid, m->meta_attnums[i]);
+	}
+	ci->ncols = n;
+	MemoryContextSwitchTo(old);
+}
+
+/* Whether relid is a partition, at any level, of the partitioned table root. */
+static bool
+is_partition_of(Oid relid, Oid root)
+{
+	return get_rel_relispartition(relid) &&
+		list_member_oid(get_partition_ancestors(relid), root);
+}
+
 static CaptureInfo *
 capture_info(int mirror_id, Oid relid, int natts)
 {
 	CaptureInfo *ci;
 	bool		found;
 	uint64		gen = chroma_config_generation();
+	CaptureKey	key;
 
 	if (capture_cache == NULL || gen != capture_cache_generation)
 	{
@@ -216,7 +316,7 @@ capture_info(int mirror_id, Oid relid, int natts)
 		if (capture_cache)
 			hash_destroy(capture_cache);
 		memset(&ctl, 0, sizeof(ctl));
-		ctl.keysize = sizeof(int);
+		ctl.keysize = sizeof(CaptureKey);
 		ctl.entrysize = sizeof(CaptureInfo);
 		ctl.hcxt = CacheMemoryContext;
 		capture_cache = hash_create("chroma_sync capture", 16, &ctl,
@@ -225,58 +325,38 @@ capture_info(int mirror_id, Oid relid, int natts)
 		ext_owner = InvalidOid;
 	}
 
-	ci = hash_search(capture_cache, &mirror_id, HASH_FIND, &found);
+	memset(&key, 0, sizeof(key));
+	key.mirror_id = mirror_id;
+	key.relid = relid;
+	ci = hash_search(capture_cache, &key, HASH_FIND, &found);
 	if (found)
 		return ci;
 
 	{
 		MirrorConfig *m;
-		MemoryContext old;
-		int			n = 0;
-
 		int			level = chroma_pin_search_path();
 
 		m = mirror_load(mirror_id);
 		AtEOXact_GUC(true, level);
 		if (m == NULL)
 			return NULL;		/* mirror dropped: nothing to capture */
-		if (m->relid != relid)
+		/* a partitioned table's row triggers are cloned to its partitions */
+		if (m->relid != relid && !is_partition_of(relid, m->relid))
 			ereport(ERROR,
 					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 					 errmsg("trigger of mirror %d fired on table %s, which it does not mirror",
 							mirror_id, get_rel_name(relid))));
-		ci = hash_search(capture_cache, &mirror_id, HASH_ENTER, &found);
-		ci->relid = relid;
-		ci->paused = m->paused;
-		old = MemoryContextSwitchTo(CacheMemoryContext);
-		ci->nkeys = m->nkeys;
-		ci->key_attnums = palloc_array(AttrNumber, m->nkeys);
-		ci->key_types = palloc_array(Oid, m->nkeys);
-		memcpy(ci->key_attnums, m->key_attnums, sizeof(AttrNumber) * m->nkeys);
-		memcpy(ci->key_types, m->key_types, sizeof(Oid) * m->nkeys);
-		ci->cols = palloc(sizeof(AttrNumber) * (m->nmeta + 3));
-		MemoryContextSwitchTo(old);
-		if (m->filter)
+		ci = hash_search(capture_cache, &key, HASH_ENTER, &found);
+		PG_TRY();
 		{
-			/* a filter may read any column: any change may move the row in or out */
-			old = MemoryContextSwitchTo(CacheMemoryContext);
-			ci->cols = palloc(sizeof(AttrNumber) * Max(natts, 1));
-			MemoryContextSwitchTo(old);
-			for (AttrNumber a = 1; a <= natts; a++)
-				ci->cols[n++] = a;
+			capture_info_fill(ci, m, relid, natts, CacheMemoryContext);
 		}
-		else
+		PG_CATCH();
 		{
-			/* (a restored copy's recorded attnums may lie past this table's columns) */
-			if (m->embedding_attnum <= natts)
-				ci->cols[n++] = m->embedding_attnum;
-			if (m->document_attnum > 0 && m->document_attnum <= natts)
-				ci->cols[n++] = m->document_attnum;
-			for (int i = 0; i < m->nmeta; i++)
-				if (m->meta_attnums[i] > 0 && m->meta_attnums[i] <= natts)
-					ci->cols[n++] = m->meta_attnums[i];
+			hash_search(capture_cache, &key, HASH_REMOVE, NULL);
+			PG_RE_THROW();
 		}
-		ci->ncols = n;
+		PG_END_TRY();
 	}
 	return ci;
 }
@@ -363,6 +443,7 @@ flush_pending(void)
 	int			level = GetCurrentTransactionNestLevel();
 	int			nflush = 0;
 	int			k = 0;
+	MemoryContext flushcxt;
 
 	for (int i = 0; i < npending; i++)
 		if (pending[i].level == level)
@@ -386,7 +467,9 @@ flush_pending(void)
 					2, t1, v1);
 		return;
 	}
-	old = MemoryContextSwitchTo(TopTransactionContext);
+	/* (freed once written: a TRUNCATE of a large partition queues millions) */
+	flushcxt = AllocSetContextCreate(TopTransactionContext, "chroma_sync flush", ALLOCSET_DEFAULT_SIZES);
+	old = MemoryContextSwitchTo(flushcxt);
 	ids = palloc_array(Datum, nflush);
 	keys = palloc_array(Datum, nflush);
 	nflush = 0;
@@ -399,6 +482,7 @@ flush_pending(void)
 		}
 		ids[nflush] = Int32GetDatum(pending[i].mirror_id);
 		keys[nflush] = CStringGetTextDatum(pending[i].key);
+		pfree(pending[i].key);
 		nflush++;
 	}
 	values[0] = PointerGetDatum(construct_array(ids, nflush, INT4OID, 4, true, TYPALIGN_INT));
@@ -409,6 +493,7 @@ flush_pending(void)
 				"SELECT u.m, u.k FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2)) AS u(m, k) "
 				"WHERE EXISTS (SELECT FROM chroma_sync.mirror e WHERE e.mirror_id OPERATOR(pg_catalog.=) u.m)",
 				2, types, values);
+	MemoryContextDelete(flushcxt);
 }
 
 static void
@@ -459,6 +544,8 @@ capture_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 	{
 		int			k = 0;
 
+		ntruncating = 0;		/* a TRUNCATE that failed half-way */
+
 		for (int i = 0; i < npending; i++)
 			if (pending[i].level < level)
 				pending[k++] = pending[i];
@@ -505,6 +592,142 @@ row_key(CaptureInfo *ci, HeapTuple tup, TupleDesc td, bool *isnull)
 
 static void capture_row(TriggerData *trigdata, CaptureInfo *ci, int mirror_id);
 
+/*
+ * Queues the key of every row of table rel, a partition of mirror's table (ci), or one
+ * that was (DETACH): what is there now, whatever this transaction's snapshot (the caller
+ * holds a lock that keeps other writers out, or their own triggers queue their rows). The
+ * worker reads each key from the mirrored table, and deletes what is not there.
+ */
+static void
+capture_table_keys(CaptureInfo *ci, int mirror_id, Relation rel)
+{
+	TupleDesc	td = RelationGetDescr(rel);
+	Snapshot	snap = RegisterSnapshot(GetLatestSnapshot());
+	TableScanDesc scan = table_beginscan(rel, snap, 0, NULL);
+	TupleTableSlot *slot = table_slot_create(rel, NULL);
+	MemoryContext tmp = AllocSetContextCreate(CurrentMemoryContext, "chroma_sync keys",
+											  ALLOCSET_DEFAULT_SIZES);
+
+	while (table_scan_getnextslot(scan, ForwardScanDirection, slot))
+	{
+		MemoryContext old = MemoryContextSwitchTo(tmp);
+		bool		shouldfree;
+		bool		isnull;
+		HeapTuple	tup = ExecFetchSlotHeapTuple(slot, false, &shouldfree);
+		char	   *key = row_key(ci, tup, td, &isnull);
+
+		MemoryContextSwitchTo(old);
+		if (!isnull)
+			enqueue(ci, mirror_id, key);
+		MemoryContextReset(tmp);
+		CHECK_FOR_INTERRUPTS();
+	}
+	ExecDropSingleTupleTableSlot(slot);
+	table_endscan(scan);
+	UnregisterSnapshot(snap);
+	MemoryContextDelete(tmp);
+}
+
+/* Whether the AFTER TRUNCATE trigger of mirror_id on rel fires in every session. */
+static bool
+after_truncate_fires(Relation rel, int mirror_id)
+{
+	TriggerDesc *desc = rel->trigdesc;
+	char	   *name = psprintf("chroma_sync_%d_truncate", mirror_id);
+
+	for (int i = 0; desc != NULL && i < desc->numtriggers; i++)
+	{
+		Trigger    *t = &desc->triggers[i];
+
+		if (strcmp(t->tgname, name) == 0 &&
+			TRIGGER_FOR_TRUNCATE(t->tgtype) && TRIGGER_FOR_AFTER(t->tgtype) &&
+			t->tgenabled == TRIGGER_FIRES_ALWAYS)
+			return true;
+	}
+	return false;
+}
+
+/*
+ * TRUNCATE. Of the mirrored table: its AFTER trigger queues a barrier (the worker clears
+ * the collection once the changes before it are sent). Of one partition of a mirrored
+ * partitioned table: that partition's BEFORE trigger queues the key of each of its rows
+ * (only those records leave the collection). When the partitioned table itself is
+ * truncated, its BEFORE trigger fires first (the tables named come before the partitions
+ * added) and notes it for this command, and its partitions' triggers queue nothing: the
+ * barrier clears everything. A partition named before its partitioned table is queued
+ * all the same (more work, same result).
+ */
+static void
+capture_truncate(TriggerData *trigdata, CaptureInfo *ci, int mirror_id)
+{
+	CommandId	cid = GetCurrentCommandId(false);
+
+	if (TRIGGER_FIRED_AFTER(trigdata->tg_event))
+	{
+		int			k = 0;
+
+		for (int i = 0; i < ntruncating; i++)
+			if (truncating[i].mirror_id != mirror_id)
+				truncating[k++] = truncating[i];
+		ntruncating = k;
+		enqueue(ci, mirror_id, NULL);
+		return;
+	}
+	if (!ci->partition)
+	{
+		/* only when the barrier will follow: the AFTER trigger fires in every session */
+		if (after_truncate_fires(trigdata->tg_relation, mirror_id) && ntruncating < MAX_TRACKED)
+		{
+			truncating[ntruncating].mirror_id = mirror_id;
+			truncating[ntruncating].cid = cid;
+			ntruncating++;
+		}
+		return;
+	}
+	for (int i = 0; i < ntruncating; i++)
+		if (truncating[i].mirror_id == mirror_id && truncating[i].cid == cid)
+			return;
+	capture_table_keys(ci, mirror_id, trigdata->tg_relation);
+}
+
+/*
+ * Queues the keys of every row of table relid and of its partitions, for mirror_id, whose
+ * table it is a partition of, or was until now (ATTACH, DETACH, DROP).
+ */
+void
+chroma_capture_partition_keys(int mirror_id, Oid relid)
+{
+	MirrorConfig *m;
+	int			level = chroma_pin_search_path();
+	List	   *rels;
+	ListCell   *lc;
+	Oid			save_userid;
+	int			save_sec;
+
+	GetUserIdAndSecContext(&save_userid, &save_sec);
+	SetUserIdAndSecContext(chroma_extension_owner(), save_sec | SECURITY_LOCAL_USERID_CHANGE);
+	m = mirror_load(mirror_id);
+	SetUserIdAndSecContext(save_userid, save_sec);
+	AtEOXact_GUC(true, level);
+	if (m == NULL)
+		return;
+	rels = find_all_inheritors(relid, AccessShareLock, NULL);
+	foreach(lc, rels)
+	{
+		Oid			leaf = lfirst_oid(lc);
+		Relation	rel;
+		CaptureInfo ci;
+
+		if (get_rel_relkind(leaf) != RELKIND_RELATION)
+			continue;
+		rel = table_open(leaf, AccessShareLock);
+		memset(&ci, 0, sizeof(ci));
+		capture_info_fill(&ci, m, leaf, RelationGetDescr(rel)->natts, CurrentMemoryContext);
+		capture_table_keys(&ci, mirror_id, rel);
+		table_close(rel, NoLock);
+	}
+}
+
 Datum
 chroma_sync_capture(PG_FUNCTION_ARGS)
 {
@@ -522,7 +745,9 @@ chroma_sync_capture(PG_FUNCTION_ARGS)
 				 errmsg("chroma_sync.capture() must be called as a trigger")));
 	trigger = trigdata->tg_trigger;
 	ev = trigdata->tg_event;
-	if (!TRIGGER_FIRED_AFTER(ev) || trigger->tgnargs != 1)
+	/* (a partitioned table's TRUNCATE triggers fire BEFORE too: capture_truncate) */
+	if ((!TRIGGER_FIRED_AFTER(ev) && !(TRIGGER_FIRED_BY_TRUNCATE(ev) && TRIGGER_FIRED_BEFORE(ev))) ||
+		trigger->tgnargs != 1)
 		ereport(ERROR,
 				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
 				 errmsg("chroma_sync.capture() must be an AFTER trigger with the mirror id as argument")));
@@ -554,7 +779,7 @@ capture_row(TriggerData *trigdata, CaptureInfo *ci, int mirror_id)
 	TupleDesc	td = RelationGetDescr(trigdata->tg_relation);
 
 	if (TRIGGER_FIRED_BY_TRUNCATE(ev))
-		enqueue(ci, mirror_id, NULL);
+		capture_truncate(trigdata, ci, mirror_id);
 	else if (!TRIGGER_FIRED_FOR_ROW(ev))
 		flush_pending();		/* end of statement: the queue shows this statement's keys */
 	else

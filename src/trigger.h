@@ -13,6 +13,12 @@ extern bool chroma_xact_wrote_mirror(int mirror_id);
 /* Wake this database's worker when the current transaction commits. */
 extern void chroma_wake_at_commit(void);
 
+/*
+ * Queues the key of every row of table relid and of its partitions for mirror_id, whose
+ * partitioned table it is a partition of, or was until now (ATTACH, DETACH, DROP).
+ */
+extern void chroma_capture_partition_keys(int mirror_id, Oid relid);
+
 /* The extension owner (the queue is written with its rights). */
 extern Oid	chroma_extension_owner(void);
 

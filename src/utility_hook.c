@@ -19,6 +19,7 @@
 #include "utils/acl.h"
 #include "utils/syscache.h"
 
+#include "partition.h"
 #include "pg_compat.h"
 #include "shared.h"
 #include "worker.h"
@@ -97,14 +98,28 @@ chroma_process_utility(PlannedStmt *pstmt, const char *queryString, bool readOnl
 {
 	Oid			dboid = database_to_free(pstmt->utilityStmt);
 
+	int			saved;
+	List	   *leaving;
+
 	if (OidIsValid(dboid))
 		chroma_stop_worker_for_drop(dboid);
-	if (prev_process_utility)
-		prev_process_utility(pstmt, queryString, readOnlyTree, context, params,
-							 queryEnv, dest, qc);
-	else
-		standard_ProcessUtility(pstmt, queryString, readOnlyTree, context, params,
-								queryEnv, dest, qc);
+	leaving = partition_utility_before(pstmt->utilityStmt, &saved);
+	PG_TRY();
+	{
+		if (prev_process_utility)
+			prev_process_utility(pstmt, queryString, readOnlyTree, context, params,
+								 queryEnv, dest, qc);
+		else
+			standard_ProcessUtility(pstmt, queryString, readOnlyTree, context, params,
+									queryEnv, dest, qc);
+		/* partitions attached, created or detached (partition.c) */
+		partition_utility_after(pstmt->utilityStmt, leaving);
+	}
+	PG_FINALLY();
+	{
+		partition_utility_done(saved);
+	}
+	PG_END_TRY();
 
 	/*
 	 * COMMIT PREPARED commits changes queued by the session that prepared them (which

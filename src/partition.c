@@ -1,0 +1,320 @@
+/*
+ * partition.c — one mirror for a partitioned table and every partition under it, as
+ * partitions come and go.
+ *
+ * The mirror's row triggers are created on the partitioned table, and PostgreSQL clones
+ * them to every partition, present and future (CREATE TABLE ... PARTITION OF, ATTACH).
+ * Statement triggers are not cloned: each leaf partition gets a BEFORE TRUNCATE trigger
+ * of the mirror, which queues the key of each of its rows (trigger.c), so that a TRUNCATE
+ * of one partition takes only its records out of the collection. Here:
+ *
+ *  - ATTACH PARTITION: the attached table's rows are queued, its leaves get the trigger;
+ *  - CREATE TABLE ... PARTITION OF: the new leaf gets the trigger (it is empty);
+ *  - DETACH PARTITION (also CONCURRENTLY, FINALIZE): once detached, its rows are queued
+ *    (the worker finds them absent from the partitioned table and deletes them) and the
+ *    trigger is dropped, in the transaction that completes the detach;
+ *  - DROP of a partition, by any statement (DROP TABLE, DROP SCHEMA ... CASCADE, DROP
+ *    OWNED): its rows are queued before it goes (the object access hook), unless the
+ *    partitioned table itself is dropped by the same DROP TABLE.
+ *
+ * Every key is queued in the DDL's own transaction: a rolled-back DDL queues nothing, a
+ * committed one cannot lose its keys.
+ */
+#include "postgres.h"
+
+#include "access/table.h"
+#include "catalog/namespace.h"
+#include "catalog/objectaccess.h"
+#include "catalog/partition.h"
+#include "catalog/pg_class.h"
+#include "catalog/pg_inherits.h"
+#include "commands/extension.h"
+#include "executor/spi.h"
+#include "miscadmin.h"
+#include "nodes/parsenodes.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/rel.h"
+
+#include "mirror_config.h"
+#include "partition.h"
+#include "trigger.h"
+
+static object_access_hook_type prev_object_access = NULL;
+
+/* Partitioned tables a DROP TABLE running now drops (their mirrors go with them). */
+static List *dropping_roots = NIL;
+
+/* Whether this database has the extension (the hooks run in every database). */
+static bool
+extension_here(void)
+{
+	return IsTransactionState() && OidIsValid(get_extension_oid("chroma_sync", true));
+}
+
+/*
+ * The mirrors (ids) of the partitioned tables that relid is a partition of, at any level.
+ */
+List *
+partition_mirrors_of(Oid relid)
+{
+	List	   *ancestors;
+	List	   *result = NIL;
+	List	   *mirrors;
+	ListCell   *lc;
+	ChromaSavedUser su;
+
+	if (!get_rel_relispartition(relid) || !extension_here())
+		return NIL;
+	ancestors = get_partition_ancestors(relid);
+	chroma_become_extension_owner(&su);
+	mirrors = mirror_load_all();
+	chroma_restore_user(&su);
+	foreach(lc, mirrors)
+	{
+		MirrorConfig *m = (MirrorConfig *) lfirst(lc);
+
+		if (list_member_oid(ancestors, m->relid))
+			result = lappend_int(result, m->mirror_id);
+	}
+	return result;
+}
+
+static char *
+qualified(Oid relid)
+{
+	return quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
+									  get_rel_name(relid));
+}
+
+/* Refuses a partition the mirror's triggers cannot see the rows of. */
+void
+partition_check_leaves(Oid relid, const char *root)
+{
+	List	   *rels = find_all_inheritors(relid, NoLock, NULL);
+	ListCell   *lc;
+
+	foreach(lc, rels)
+	{
+		char		kind = get_rel_relkind(lfirst_oid(lc));
+
+		if (kind == RELKIND_FOREIGN_TABLE)
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("cannot mirror partitioned table %s: partition %s is a foreign table",
+							root, get_rel_name(lfirst_oid(lc))),
+					 errdetail("Changes to a foreign table's rows do not pass through this database's triggers.")));
+	}
+}
+
+/*
+ * Creates (or drops) the BEFORE TRUNCATE trigger of mirror_id on every leaf partition
+ * at or under relid.
+ */
+void
+partition_leaf_triggers(int mirror_id, Oid relid, bool create)
+{
+	List	   *rels = find_all_inheritors(relid, NoLock, NULL);
+	ListCell   *lc;
+	ChromaSavedUser su;
+	bool		connected;
+
+	chroma_become_extension_owner(&su);
+	connected = SPI_connect() == SPI_OK_CONNECT;
+	foreach(lc, rels)
+	{
+		Oid			leaf = lfirst_oid(lc);
+		char	   *q;
+
+		if (get_rel_relkind(leaf) != RELKIND_RELATION)
+			continue;
+		q = qualified(leaf);
+		if (!create)
+		{
+			if (SPI_execute(psprintf("DROP TRIGGER IF EXISTS chroma_sync_%d_truncate ON %s",
+									 mirror_id, q), false, 0) != SPI_OK_UTILITY)
+				elog(ERROR, "could not drop the TRUNCATE trigger of partition %s", q);
+			continue;
+		}
+		/* fires for logical replication apply too, as the cloned row triggers do */
+		if (SPI_execute(psprintf("CREATE TRIGGER chroma_sync_%d_truncate BEFORE TRUNCATE ON %s "
+								 "FOR EACH STATEMENT EXECUTE FUNCTION chroma_sync.capture('%d')",
+								 mirror_id, q, mirror_id), false, 0) != SPI_OK_UTILITY ||
+			SPI_execute(psprintf("ALTER TABLE %s ENABLE ALWAYS TRIGGER chroma_sync_%d_truncate",
+								 q, mirror_id), false, 0) != SPI_OK_UTILITY)
+			elog(ERROR, "could not create the TRUNCATE trigger of partition %s", q);
+	}
+	if (connected)
+		SPI_finish();
+	chroma_restore_user(&su);
+}
+
+/* A partition leaving mirrors (DETACH), remembered until the statement is done. */
+typedef struct Leaving
+{
+	Oid			relid;
+	List	   *mirrors;
+} Leaving;
+
+static Oid
+partition_relid(PartitionCmd *pc)
+{
+	return RangeVarGetRelid(pc->name, NoLock, true);
+}
+
+/*
+ * Before a utility statement: what partitions it detaches belong to (afterwards they
+ * belong to nothing), and which partitioned tables a DROP TABLE drops.
+ */
+List *
+partition_utility_before(Node *stmt, int *saved)
+{
+	List	   *leaving = NIL;
+	ListCell   *lc;
+
+	*saved = list_length(dropping_roots);
+
+	if (IsA(stmt, AlterTableStmt) && ((AlterTableStmt *) stmt)->objtype == OBJECT_TABLE)
+	{
+		foreach(lc, ((AlterTableStmt *) stmt)->cmds)
+		{
+			AlterTableCmd *cmd = (AlterTableCmd *) lfirst(lc);
+			Oid			relid;
+
+			if (cmd->subtype != AT_DetachPartition && cmd->subtype != AT_DetachPartitionFinalize)
+				continue;
+			relid = partition_relid((PartitionCmd *) cmd->def);
+			if (OidIsValid(relid))
+			{
+				List	   *mirrors = partition_mirrors_of(relid);
+
+				if (mirrors != NIL)
+				{
+					Leaving    *l = palloc(sizeof(Leaving));
+
+					l->relid = relid;
+					l->mirrors = mirrors;
+					leaving = lappend(leaving, l);
+				}
+			}
+		}
+	}
+	else if (IsA(stmt, DropStmt) && ((DropStmt *) stmt)->removeType == OBJECT_TABLE &&
+			 extension_here())
+	{
+		foreach(lc, ((DropStmt *) stmt)->objects)
+		{
+			Oid			relid = RangeVarGetRelid(makeRangeVarFromNameList((List *) lfirst(lc)),
+												 NoLock, true);
+
+			if (OidIsValid(relid) && get_rel_relkind(relid) == RELKIND_PARTITIONED_TABLE)
+			{
+				MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
+
+				dropping_roots = lappend_oid(dropping_roots, relid);
+				MemoryContextSwitchTo(old);
+			}
+		}
+	}
+	return leaving;
+}
+
+/* Keys and triggers of the partitions a statement attached, created or detached. */
+void
+partition_utility_after(Node *stmt, List *leaving)
+{
+	ListCell   *lc;
+	ListCell   *lm;
+
+	foreach(lc, leaving)
+	{
+		Leaving    *l = (Leaving *) lfirst(lc);
+
+		/* DETACH CONCURRENTLY that stopped half-way: FINALIZE does this */
+		if (get_rel_relispartition(l->relid))
+		{
+			List	   *still = partition_mirrors_of(l->relid);
+
+			if (still != NIL)
+				continue;
+		}
+		foreach(lm, l->mirrors)
+		{
+			partition_leaf_triggers(lfirst_int(lm), l->relid, false);
+			chroma_capture_partition_keys(lfirst_int(lm), l->relid);
+		}
+	}
+	if (IsA(stmt, AlterTableStmt) && ((AlterTableStmt *) stmt)->objtype == OBJECT_TABLE)
+	{
+		foreach(lc, ((AlterTableStmt *) stmt)->cmds)
+		{
+			AlterTableCmd *cmd = (AlterTableCmd *) lfirst(lc);
+			Oid			relid;
+
+			if (cmd->subtype != AT_AttachPartition)
+				continue;
+			relid = partition_relid((PartitionCmd *) cmd->def);
+			if (!OidIsValid(relid))
+				continue;
+			foreach(lm, partition_mirrors_of(relid))
+			{
+				partition_check_leaves(relid, get_rel_name(relid));
+				partition_leaf_triggers(lfirst_int(lm), relid, true);
+				chroma_capture_partition_keys(lfirst_int(lm), relid);
+			}
+		}
+	}
+	else if ((IsA(stmt, CreateStmt) || IsA(stmt, CreateForeignTableStmt)) &&
+			 ((CreateStmt *) stmt)->partbound != NULL)
+	{
+		Oid			relid = RangeVarGetRelid(((CreateStmt *) stmt)->relation, NoLock, true);
+
+		if (OidIsValid(relid))
+			foreach(lm, partition_mirrors_of(relid))
+			{
+				partition_check_leaves(relid, get_rel_name(relid));
+				partition_leaf_triggers(lfirst_int(lm), relid, true);
+			}
+	}
+}
+
+/* The statement is over (or failed): a statement it ran within keeps its own. */
+void
+partition_utility_done(int saved)
+{
+	dropping_roots = saved > 0 ? list_truncate(dropping_roots, saved) : NIL;
+}
+
+/*
+ * A leaf partition about to be dropped, by whatever statement: its rows are queued while
+ * they can still be read, for each mirror of a partitioned table above it that is not
+ * dropped itself by the same DROP TABLE.
+ */
+static void
+partition_object_access(ObjectAccessType access, Oid classId, Oid objectId, int subId, void *arg)
+{
+	if (prev_object_access)
+		prev_object_access(access, classId, objectId, subId, arg);
+	if (access != OAT_DROP || classId != RelationRelationId || subId != 0)
+		return;
+	if (get_rel_relkind(objectId) != RELKIND_RELATION || !get_rel_relispartition(objectId))
+		return;
+	{
+		List	   *ancestors = get_partition_ancestors(objectId);
+		ListCell   *lc;
+
+		foreach(lc, ancestors)
+			if (list_member_oid(dropping_roots, lfirst_oid(lc)))
+				return;
+		foreach(lc, partition_mirrors_of(objectId))
+			chroma_capture_partition_keys(lfirst_int(lc), objectId);
+	}
+}
+
+void
+chroma_partition_init(void)
+{
+	prev_object_access = object_access_hook;
+	object_access_hook = partition_object_access;
+}

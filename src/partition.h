@@ -1,0 +1,31 @@
+/*
+ * partition.h — a mirror of a partitioned table follows its partitions (partition.c).
+ */
+#ifndef CHROMA_SYNC_PARTITION_H
+#define CHROMA_SYNC_PARTITION_H
+
+#include "nodes/nodes.h"
+#include "nodes/pg_list.h"
+
+/* The mirrors (ids) of the partitioned tables relid is a partition of, at any level. */
+extern List *partition_mirrors_of(Oid relid);
+
+/* Refuses (ERROR) a foreign table at or under relid; root names the mirrored table. */
+extern void partition_check_leaves(Oid relid, const char *root);
+
+/* Creates or drops mirror_id's BEFORE TRUNCATE trigger on every leaf at or under relid. */
+extern void partition_leaf_triggers(int mirror_id, Oid relid, bool create);
+
+/*
+ * Around a utility statement: before returns what the statement detaches and notes the
+ * partitioned tables a DROP TABLE drops (*saved: for done); after queues keys and
+ * creates or drops triggers; done ends what before noted (also on error).
+ */
+extern List *partition_utility_before(Node *stmt, int *saved);
+extern void partition_utility_after(Node *stmt, List *leaving);
+extern void partition_utility_done(int saved);
+
+/* Installs the object access hook that sees partitions dropped (from _PG_init). */
+extern void chroma_partition_init(void);
+
+#endif							/* CHROMA_SYNC_PARTITION_H */
