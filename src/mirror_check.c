@@ -13,9 +13,11 @@
 #include "access/stratnum.h"
 #include "access/table.h"
 #include "catalog/pg_class.h"
+#include "catalog/pg_inherits.h"
 #include "catalog/pg_trigger.h"
 #include "commands/trigger.h"
 #include "utils/fmgroids.h"
+#include "utils/lsyscache.h"
 #include "utils/rel.h"
 #include "utils/syscache.h"
 
@@ -44,6 +46,22 @@ trigger_state(Oid relid, const char *name)
 	return state;
 }
 
+/* What is wrong with the capture trigger name of relid, or NULL. */
+static char *
+trigger_problem(Oid relid, const char *name)
+{
+	char		state = trigger_state(relid, name);
+
+	if (state == '\0')
+		return psprintf("trigger %s was dropped: changes are no longer captured; "
+						"unmirror and mirror the table again", name);
+	if (state != TRIGGER_FIRES_ALWAYS)
+		return psprintf("trigger %s is not ENABLE ALWAYS: changes may be missed; "
+						"run ALTER TABLE ... ENABLE ALWAYS TRIGGER %s, then chroma_resume() and chroma_resync()",
+						name, name);
+	return NULL;
+}
+
 char *
 mirror_shape_problem(MirrorConfig *m)
 {
@@ -61,16 +79,39 @@ mirror_shape_problem(MirrorConfig *m)
 						"then chroma_resume() and chroma_resync()");
 	for (int i = 0; i < 3; i++)
 	{
-		char	   *name = psprintf("chroma_sync_%d%s", m->mirror_id, suffixes[i]);
-		char		state = trigger_state(m->relid, name);
+		char	   *problem = trigger_problem(m->relid, psprintf("chroma_sync_%d%s", m->mirror_id, suffixes[i]));
 
-		if (state == '\0')
-			return psprintf("trigger %s was dropped: changes are no longer captured; "
-							"unmirror and mirror the table again", name);
-		if (state != TRIGGER_FIRES_ALWAYS)
-			return psprintf("trigger %s is not ENABLE ALWAYS: changes may be missed; "
-							"run ALTER TABLE ... ENABLE ALWAYS TRIGGER %s, then chroma_resume() and chroma_resync()",
-							name, name);
+		if (problem)
+			return problem;
+	}
+	if (get_rel_relkind(m->relid) == RELKIND_PARTITIONED_TABLE)
+	{
+		/* each leaf: its cloned row trigger and its own TRUNCATE trigger (partition.c) */
+		List	   *rels = find_all_inheritors(m->relid, NoLock, NULL);
+		ListCell   *lc;
+
+		foreach(lc, rels)
+		{
+			Oid			leaf = lfirst_oid(lc);
+			char	   *problem;
+
+			if (get_rel_relkind(leaf) != RELKIND_RELATION)
+				continue;
+			tup = SearchSysCache1(RELOID, ObjectIdGetDatum(leaf));
+			if (!HeapTupleIsValid(tup))
+				continue;		/* dropped meanwhile */
+			persistence = ((Form_pg_class) GETSTRUCT(tup))->relpersistence;
+			ReleaseSysCache(tup);
+			if (persistence != RELPERSISTENCE_PERMANENT)
+				return psprintf("partition %s is not a logged table (ALTER TABLE ... SET UNLOGGED?): "
+								"a crash would empty it while Chroma keeps its rows; ALTER TABLE ... SET LOGGED, "
+								"then chroma_resume() and chroma_resync()", get_rel_name(leaf));
+			problem = trigger_problem(leaf, psprintf("chroma_sync_%d", m->mirror_id));
+			if (problem == NULL)
+				problem = trigger_problem(leaf, psprintf("chroma_sync_%d_truncate", m->mirror_id));
+			if (problem)
+				return psprintf("partition %s: %s", get_rel_name(leaf), problem);
+		}
 	}
 	return NULL;
 }

@@ -54,7 +54,8 @@ extension_here(void)
 }
 
 /*
- * The mirrors (ids) of the partitioned tables that relid is a partition of, at any level.
+ * The mirrors (MirrorConfig) of the partitioned tables that relid is a partition of, at
+ * any level.
  */
 List *
 partition_mirrors_of(Oid relid)
@@ -65,8 +66,9 @@ partition_mirrors_of(Oid relid)
 	ListCell   *lc;
 	ChromaSavedUser su;
 
-	if (!get_rel_relispartition(relid) || !extension_here())
-		return NIL;
+	if (!get_rel_relispartition(relid) || !extension_here() ||
+		!OidIsValid(get_relname_relid("mirror", get_namespace_oid("chroma_sync", true))))
+		return NIL;				/* (DROP EXTENSION ... CASCADE dropped it already) */
 	ancestors = get_partition_ancestors(relid);
 	chroma_become_extension_owner(&su);
 	mirrors = mirror_load_all();
@@ -76,7 +78,7 @@ partition_mirrors_of(Oid relid)
 		MirrorConfig *m = (MirrorConfig *) lfirst(lc);
 
 		if (list_member_oid(ancestors, m->relid))
-			result = lappend_int(result, m->mirror_id);
+			result = lappend(result, m);
 	}
 	return result;
 }
@@ -99,6 +101,14 @@ partition_check_leaves(Oid relid, const char *root)
 	{
 		char		kind = get_rel_relkind(lfirst_oid(lc));
 
+		if (kind == RELKIND_RELATION &&
+			get_rel_persistence(lfirst_oid(lc)) != RELPERSISTENCE_PERMANENT)
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("cannot mirror partitioned table %s: partition %s is not a logged table",
+							root, get_rel_name(lfirst_oid(lc))),
+					 errdetail("A crash empties an unlogged table without any change reaching the queue, so the collection would keep rows the table lost."),
+					 errhint("Make it logged first: ALTER TABLE ... SET LOGGED.")));
 		if (kind == RELKIND_FOREIGN_TABLE)
 			ereport(ERROR,
 					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
@@ -241,8 +251,10 @@ partition_utility_after(Node *stmt, List *leaving)
 		}
 		foreach(lm, l->mirrors)
 		{
-			partition_leaf_triggers(lfirst_int(lm), l->relid, false);
-			chroma_capture_partition_keys(lfirst_int(lm), l->relid);
+			MirrorConfig *m = (MirrorConfig *) lfirst(lm);
+
+			partition_leaf_triggers(m->mirror_id, l->relid, false);
+			chroma_capture_partition_keys(m->mirror_id, l->relid);
 		}
 	}
 	if (IsA(stmt, AlterTableStmt) && ((AlterTableStmt *) stmt)->objtype == OBJECT_TABLE)
@@ -259,9 +271,11 @@ partition_utility_after(Node *stmt, List *leaving)
 				continue;
 			foreach(lm, partition_mirrors_of(relid))
 			{
-				partition_check_leaves(relid, get_rel_name(relid));
-				partition_leaf_triggers(lfirst_int(lm), relid, true);
-				chroma_capture_partition_keys(lfirst_int(lm), relid);
+				MirrorConfig *m = (MirrorConfig *) lfirst(lm);
+
+				partition_check_leaves(relid, get_rel_name(m->relid));
+				partition_leaf_triggers(m->mirror_id, relid, true);
+				chroma_capture_partition_keys(m->mirror_id, relid);
 			}
 		}
 	}
@@ -273,8 +287,10 @@ partition_utility_after(Node *stmt, List *leaving)
 		if (OidIsValid(relid))
 			foreach(lm, partition_mirrors_of(relid))
 			{
-				partition_check_leaves(relid, get_rel_name(relid));
-				partition_leaf_triggers(lfirst_int(lm), relid, true);
+				MirrorConfig *m = (MirrorConfig *) lfirst(lm);
+
+				partition_check_leaves(relid, get_rel_name(m->relid));
+				partition_leaf_triggers(m->mirror_id, relid, true);
 			}
 	}
 }
@@ -308,7 +324,7 @@ partition_object_access(ObjectAccessType access, Oid classId, Oid objectId, int 
 			if (list_member_oid(dropping_roots, lfirst_oid(lc)))
 				return;
 		foreach(lc, partition_mirrors_of(objectId))
-			chroma_capture_partition_keys(lfirst_int(lc), objectId);
+			chroma_capture_partition_keys(((MirrorConfig *) lfirst(lc))->mirror_id, objectId);
 	}
 }
 

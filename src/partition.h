@@ -7,7 +7,7 @@
 #include "nodes/nodes.h"
 #include "nodes/pg_list.h"
 
-/* The mirrors (ids) of the partitioned tables relid is a partition of, at any level. */
+/* The mirrors (MirrorConfig) of the partitioned tables relid is a partition of, at any level. */
 extern List *partition_mirrors_of(Oid relid);
 
 /* Refuses (ERROR) a foreign table at or under relid; root names the mirrored table. */
