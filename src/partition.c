@@ -57,8 +57,8 @@ extension_here(void)
  * The mirrors (MirrorConfig) of the partitioned tables that relid is a partition of, at
  * any level.
  */
-List *
-partition_mirrors_of(Oid relid)
+static List *
+mirrors_above(Oid relid, bool itself)
 {
 	List	   *ancestors;
 	List	   *result = NIL;
@@ -66,10 +66,12 @@ partition_mirrors_of(Oid relid)
 	ListCell   *lc;
 	ChromaSavedUser su;
 
-	if (!get_rel_relispartition(relid) || !extension_here() ||
+	if (!(get_rel_relispartition(relid) || itself) || !extension_here() ||
 		!OidIsValid(get_relname_relid("mirror", get_namespace_oid("chroma_sync", true))))
 		return NIL;				/* (DROP EXTENSION ... CASCADE dropped it already) */
-	ancestors = get_partition_ancestors(relid);
+	ancestors = get_rel_relispartition(relid) ? get_partition_ancestors(relid) : NIL;
+	if (itself)
+		ancestors = lappend_oid(ancestors, relid);
 	chroma_become_extension_owner(&su);
 	mirrors = mirror_load_all();
 	chroma_restore_user(&su);
@@ -81,6 +83,12 @@ partition_mirrors_of(Oid relid)
 			result = lappend(result, m);
 	}
 	return result;
+}
+
+List *
+partition_mirrors_of(Oid relid)
+{
+	return mirrors_above(relid, false);
 }
 
 static char *
@@ -120,7 +128,7 @@ partition_check_leaves(Oid relid, const char *root)
 
 /*
  * Creates (or drops) the BEFORE TRUNCATE trigger of mirror_id on every leaf partition
- * at or under relid.
+ * at or under relid (where it is already, it is created again: the same).
  */
 void
 partition_leaf_triggers(int mirror_id, Oid relid, bool create)
@@ -148,7 +156,7 @@ partition_leaf_triggers(int mirror_id, Oid relid, bool create)
 			continue;
 		}
 		/* fires for logical replication apply too, as the cloned row triggers do */
-		if (SPI_execute(psprintf("CREATE TRIGGER chroma_sync_%d_truncate BEFORE TRUNCATE ON %s "
+		if (SPI_execute(psprintf("CREATE OR REPLACE TRIGGER chroma_sync_%d_truncate BEFORE TRUNCATE ON %s "
 								 "FOR EACH STATEMENT EXECUTE FUNCTION chroma_sync.capture('%d')",
 								 mirror_id, q, mirror_id), false, 0) != SPI_OK_UTILITY ||
 			SPI_execute(psprintf("ALTER TABLE %s ENABLE ALWAYS TRIGGER chroma_sync_%d_truncate",
@@ -259,24 +267,39 @@ partition_utility_after(Node *stmt, List *leaving)
 	}
 	if (IsA(stmt, AlterTableStmt) && ((AlterTableStmt *) stmt)->objtype == OBJECT_TABLE)
 	{
+		bool		new_partitions = false;
+
 		foreach(lc, ((AlterTableStmt *) stmt)->cmds)
 		{
 			AlterTableCmd *cmd = (AlterTableCmd *) lfirst(lc);
 			Oid			relid;
 
-			if (cmd->subtype != AT_AttachPartition)
+			/* ATTACH, and the commands that make partitions of others (SPLIT, MERGE) */
+			if (cmd->def == NULL || !IsA(cmd->def, PartitionCmd) ||
+				cmd->subtype == AT_DetachPartition || cmd->subtype == AT_DetachPartitionFinalize)
 				continue;
+			new_partitions = true;
+			if (cmd->subtype != AT_AttachPartition)
+				continue;		/* their rows come from partitions dropped (the hook below) */
 			relid = partition_relid((PartitionCmd *) cmd->def);
 			if (!OidIsValid(relid))
 				continue;
 			foreach(lm, partition_mirrors_of(relid))
-			{
-				MirrorConfig *m = (MirrorConfig *) lfirst(lm);
+				chroma_capture_partition_keys(((MirrorConfig *) lfirst(lm))->mirror_id, relid);
+		}
+		if (new_partitions)
+		{
+			/* every leaf under the table altered has the TRUNCATE trigger of each mirror */
+			Oid			relid = RangeVarGetRelid(((AlterTableStmt *) stmt)->relation, NoLock, true);
 
-				partition_check_leaves(relid, get_rel_name(m->relid));
-				partition_leaf_triggers(m->mirror_id, relid, true);
-				chroma_capture_partition_keys(m->mirror_id, relid);
-			}
+			if (OidIsValid(relid))
+				foreach(lm, mirrors_above(relid, true))
+				{
+					MirrorConfig *m = (MirrorConfig *) lfirst(lm);
+
+					partition_check_leaves(relid, get_rel_name(m->relid));
+					partition_leaf_triggers(m->mirror_id, relid, true);
+				}
 		}
 	}
 	else if ((IsA(stmt, CreateStmt) || IsA(stmt, CreateForeignTableStmt)) &&
@@ -317,14 +340,23 @@ partition_object_access(ObjectAccessType access, Oid classId, Oid objectId, int 
 	if (get_rel_relkind(objectId) != RELKIND_RELATION || !get_rel_relispartition(objectId))
 		return;
 	{
-		List	   *ancestors = get_partition_ancestors(objectId);
 		ListCell   *lc;
 
-		foreach(lc, ancestors)
-			if (list_member_oid(dropping_roots, lfirst_oid(lc)))
-				return;
 		foreach(lc, partition_mirrors_of(objectId))
-			chroma_capture_partition_keys(((MirrorConfig *) lfirst(lc))->mirror_id, objectId);
+		{
+			MirrorConfig *m = (MirrorConfig *) lfirst(lc);
+			List	   *gone = get_rel_relispartition(m->relid) ? get_partition_ancestors(m->relid) : NIL;
+			ListCell   *lg;
+			bool		dropped = false;
+
+			/* the mirror's own table dropped too (or a table above it): the mirror goes */
+			gone = lappend_oid(gone, m->relid);
+			foreach(lg, gone)
+				if (list_member_oid(dropping_roots, lfirst_oid(lg)))
+					dropped = true;
+			if (!dropped)
+				chroma_capture_partition_keys(m->mirror_id, objectId);
+		}
 	}
 }
 
