@@ -12,6 +12,7 @@
 #include "access/skey.h"
 #include "access/stratnum.h"
 #include "access/table.h"
+#include "catalog/namespace.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_inherits.h"
 #include "catalog/pg_trigger.h"
@@ -23,15 +24,21 @@
 
 #include "mirror_check.h"
 
-/* tgenabled of the named trigger on relid, or '\0' when there is none. */
-static char
-trigger_state(Oid relid, const char *name)
+/*
+ * What is wrong with the capture trigger name of relid, or NULL: it must be there, fire
+ * ALWAYS, and be the mirror's own (chroma_sync.capture with the mirror id, for the events
+ * of type, no WHEN, no column list): the owner of a partition owned by another role than
+ * the mirrored table's could otherwise put a trigger of their own under its name.
+ */
+static char *
+trigger_problem(Oid relid, const char *name, int mirror_id, int16 type)
 {
 	Relation	rel = table_open(TriggerRelationId, AccessShareLock);
 	ScanKeyData key[2];
 	SysScanDesc scan;
 	HeapTuple	tup;
 	char		state = '\0';
+	bool		own = false;
 
 	ScanKeyInit(&key[0], Anum_pg_trigger_tgrelid, BTEqualStrategyNumber, F_OIDEQ,
 				ObjectIdGetDatum(relid));
@@ -40,20 +47,35 @@ trigger_state(Oid relid, const char *name)
 	scan = systable_beginscan(rel, TriggerRelidNameIndexId, true, NULL, 2, key);
 	tup = systable_getnext(scan);
 	if (HeapTupleIsValid(tup))
-		state = ((Form_pg_trigger) GETSTRUCT(tup))->tgenabled;
+	{
+		Form_pg_trigger t = (Form_pg_trigger) GETSTRUCT(tup);
+		char	   *fname = get_func_name(t->tgfoid);
+
+		state = t->tgenabled;
+		own = t->tgtype == type && t->tgnargs == 1 && t->tgattr.dim1 == 0 &&
+			heap_attisnull(tup, Anum_pg_trigger_tgqual, RelationGetDescr(rel)) &&
+			fname != NULL && strcmp(fname, "capture") == 0 &&
+			get_func_namespace(t->tgfoid) == get_namespace_oid("chroma_sync", false);
+		if (own)
+		{
+			bool		isnull;
+			Datum		args = heap_getattr(tup, Anum_pg_trigger_tgargs, RelationGetDescr(rel), &isnull);
+			bytea	   *b = isnull ? NULL : DatumGetByteaPP(args);
+			char	   *want = psprintf("%d", mirror_id);
+
+			/* tgargs: each argument followed by a NUL */
+			own = b != NULL && VARSIZE_ANY_EXHDR(b) == strlen(want) + 1 &&
+				memcmp(VARDATA_ANY(b), want, strlen(want) + 1) == 0;
+		}
+	}
 	systable_endscan(scan);
 	table_close(rel, AccessShareLock);
-	return state;
-}
-
-/* What is wrong with the capture trigger name of relid, or NULL. */
-static char *
-trigger_problem(Oid relid, const char *name)
-{
-	char		state = trigger_state(relid, name);
-
 	if (state == '\0')
 		return psprintf("trigger %s was dropped: changes are no longer captured; "
+						"unmirror and mirror the table again", name);
+	if (!own)
+		return psprintf("trigger %s is not the mirror's own (another function, argument, event, "
+						"column list or a WHEN condition): changes may be missed; "
 						"unmirror and mirror the table again", name);
 	if (state != TRIGGER_FIRES_ALWAYS)
 		return psprintf("trigger %s is not ENABLE ALWAYS: changes may be missed; "
@@ -68,6 +90,10 @@ mirror_shape_problem(MirrorConfig *m)
 	HeapTuple	tup = SearchSysCache1(RELOID, ObjectIdGetDatum(m->relid));
 	char		persistence;
 	const char *suffixes[3] = {"", "_truncate", "_flush"};
+	const int16 types[3] = {
+		TRIGGER_TYPE_ROW | TRIGGER_TYPE_INSERT | TRIGGER_TYPE_UPDATE | TRIGGER_TYPE_DELETE,
+		TRIGGER_TYPE_TRUNCATE,
+	TRIGGER_TYPE_INSERT | TRIGGER_TYPE_UPDATE | TRIGGER_TYPE_DELETE};
 
 	if (!HeapTupleIsValid(tup))
 		return NULL;			/* dropped: the caller removes the mirror */
@@ -79,7 +105,8 @@ mirror_shape_problem(MirrorConfig *m)
 						"then chroma_resume() and chroma_resync()");
 	for (int i = 0; i < 3; i++)
 	{
-		char	   *problem = trigger_problem(m->relid, psprintf("chroma_sync_%d%s", m->mirror_id, suffixes[i]));
+		char	   *problem = trigger_problem(m->relid, psprintf("chroma_sync_%d%s", m->mirror_id, suffixes[i]),
+												  m->mirror_id, types[i]);
 
 		if (problem)
 			return problem;
@@ -106,9 +133,10 @@ mirror_shape_problem(MirrorConfig *m)
 				return psprintf("partition %s is not a logged table (ALTER TABLE ... SET UNLOGGED?): "
 								"a crash would empty it while Chroma keeps its rows; ALTER TABLE ... SET LOGGED, "
 								"then chroma_resume() and chroma_resync()", get_rel_name(leaf));
-			problem = trigger_problem(leaf, psprintf("chroma_sync_%d", m->mirror_id));
+			problem = trigger_problem(leaf, psprintf("chroma_sync_%d", m->mirror_id), m->mirror_id, types[0]);
 			if (problem == NULL)
-				problem = trigger_problem(leaf, psprintf("chroma_sync_%d_truncate", m->mirror_id));
+				problem = trigger_problem(leaf, psprintf("chroma_sync_%d_truncate", m->mirror_id),
+										  m->mirror_id, TRIGGER_TYPE_BEFORE | TRIGGER_TYPE_TRUNCATE);
 			if (problem)
 				return psprintf("partition %s: %s", get_rel_name(leaf), problem);
 		}

@@ -54,6 +54,26 @@ extension_here(void)
 }
 
 /*
+ * The partitioned tables relid is a partition of, nearest first, including a parent it is
+ * being detached from (DETACH ... CONCURRENTLY, until FINALIZE): get_partition_ancestors
+ * stops there, though the partition's rows are still the mirror's and its triggers fire.
+ */
+List *
+partition_ancestors(Oid relid)
+{
+	List	   *result = NIL;
+
+	while (get_rel_relispartition(relid))
+	{
+		relid = get_partition_parent(relid, true);
+		if (!OidIsValid(relid) || list_member_oid(result, relid))
+			break;
+		result = lappend_oid(result, relid);
+	}
+	return result;
+}
+
+/*
  * The mirrors (MirrorConfig) of the partitioned tables that relid is a partition of, at
  * any level.
  */
@@ -69,7 +89,7 @@ mirrors_above(Oid relid, bool itself)
 	if (!(get_rel_relispartition(relid) || itself) || !extension_here() ||
 		!OidIsValid(get_relname_relid("mirror", get_namespace_oid("chroma_sync", true))))
 		return NIL;				/* (DROP EXTENSION ... CASCADE dropped it already) */
-	ancestors = get_rel_relispartition(relid) ? get_partition_ancestors(relid) : NIL;
+	ancestors = partition_ancestors(relid);
 	if (itself)
 		ancestors = lappend_oid(ancestors, relid);
 	chroma_become_extension_owner(&su);
@@ -345,7 +365,7 @@ partition_object_access(ObjectAccessType access, Oid classId, Oid objectId, int 
 		foreach(lc, partition_mirrors_of(objectId))
 		{
 			MirrorConfig *m = (MirrorConfig *) lfirst(lc);
-			List	   *gone = get_rel_relispartition(m->relid) ? get_partition_ancestors(m->relid) : NIL;
+			List	   *gone = partition_ancestors(m->relid);
 			ListCell   *lg;
 			bool		dropped = false;
 

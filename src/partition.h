@@ -7,6 +7,9 @@
 #include "nodes/nodes.h"
 #include "nodes/pg_list.h"
 
+/* The partitioned tables above relid, nearest first (also one it is being detached from). */
+extern List *partition_ancestors(Oid relid);
+
 /* The mirrors (MirrorConfig) of the partitioned tables relid is a partition of, at any level. */
 extern List *partition_mirrors_of(Oid relid);
 

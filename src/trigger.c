@@ -38,6 +38,7 @@
 #include "utils/snapmgr.h"
 
 #include "mirror_config.h"
+#include "partition.h"
 #include "pg_compat.h"
 #include "shared.h"
 #include "trigger.h"
@@ -297,8 +298,7 @@ capture_info_fill(CaptureInfo *ci, MirrorConfig *m, Oid relid, int natts, Memory
 static bool
 is_partition_of(Oid relid, Oid root)
 {
-	return get_rel_relispartition(relid) &&
-		list_member_oid(get_partition_ancestors(relid), root);
+	return list_member_oid(partition_ancestors(relid), root);
 }
 
 static CaptureInfo *
