@@ -61,6 +61,13 @@
 #define chroma_tupdesc_finalize(td) ((void) (td))
 #endif
 
+/* A sequential scan of a table (19 added a last argument: ScanOptions flags). */
+#if PG_VERSION_NUM >= 190000
+#define chroma_table_beginscan(rel, snap) table_beginscan((rel), (snap), 0, NULL, SO_NONE)
+#else
+#define chroma_table_beginscan(rel, snap) table_beginscan((rel), (snap), 0, NULL)
+#endif
+
 /* A type name's parse tree (callers include parser/parse_type.h; 16 added escontext). */
 #if PG_VERSION_NUM >= 160000
 #define chroma_type_string_to_name(str) typeStringToTypeName((str), NULL)

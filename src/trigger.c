@@ -603,7 +603,7 @@ capture_table_keys(CaptureInfo *ci, int mirror_id, Relation rel)
 {
 	TupleDesc	td = RelationGetDescr(rel);
 	Snapshot	snap = RegisterSnapshot(GetLatestSnapshot());
-	TableScanDesc scan = table_beginscan(rel, snap, 0, NULL);
+	TableScanDesc scan = chroma_table_beginscan(rel, snap);
 	TupleTableSlot *slot = table_slot_create(rel, NULL);
 	MemoryContext tmp = AllocSetContextCreate(CurrentMemoryContext, "chroma_sync keys",
 											  ALLOCSET_DEFAULT_SIZES);
