@@ -237,7 +237,7 @@ sub diagnostics
 # as "embedding bytes (float4send, hex) | document | metadata" for the comparison.
 my $compare_sql = q{
 WITH t AS (
-	SELECT id::text AS id,
+	SELECT (%ID%) AS id,
 		(SELECT string_agg(encode(float4send(x), 'hex'), '' ORDER BY o)
 			FROM unnest(embedding) WITH ORDINALITY u(x, o)) AS emb,
 		doc, NULLIF(jsonb_strip_nulls(meta), '{}'::jsonb) AS meta
@@ -256,7 +256,9 @@ j AS (
 
 # Flush, chroma_verify and a byte comparison through chroma_get, both ways.
 # Options: exclude_failed => 1 leaves rows listed in chroma_sync.failed out (they are
-# expected to be missing from Chroma); timeout => seconds for chroma_flush.
+# expected to be missing from Chroma); timeout => seconds for chroma_flush; id => the id's
+# SQL expression over the table (id::text by default; "id::text || ',' || k::text" for a
+# key of two columns, as a partitioned table's often is).
 sub assert_equal
 {
 	my ($node, $table, $collection, %opt) = @_;
@@ -286,6 +288,8 @@ sub assert_equal
 	$sql =~ s/%TABLE%/$table/g;
 	$sql =~ s/%COLL%/$collection/g;
 	$sql =~ s/%EXCLUDE%/$exclude/g;
+	my $id = $opt{id} // 'id::text';
+	$sql =~ s/%ID%/$id/g;
 	my $counts = $node->safe_psql('postgres', $sql . q{
 SELECT count(*) FILTER (WHERE cid IS NULL),
 	count(*) FILTER (WHERE tid IS NULL),
