@@ -328,8 +328,13 @@ finish_one(RecordSender *s)
 		if (chroma_http_done(r->req) && (answered == NULL || r->seq < answered->seq))
 			answered = r;
 	}
-	Assert(oldest != NULL);
-	finish_request(s, answered ? answered : oldest);
+	if (answered != NULL)
+		finish_request(s, answered);
+	else if (oldest != NULL)
+		finish_request(s, oldest);
+	else
+		elog(ERROR, "the record sender counts %d requests in flight but holds none",
+			 s->ninflight);
 }
 
 /*
