@@ -28,6 +28,10 @@ extern int	chroma_batch_size;
 extern int	chroma_timeout_ms;
 extern int	chroma_connect_timeout_ms;
 extern int	chroma_embedding_encoding;
+extern int	chroma_max_concurrent_requests;
+
+/* chroma_sync.max_concurrent_requests at most: Chroma Cloud's concurrent writes per collection */
+#define CHROMA_MAX_CONCURRENT_REQUESTS_LIMIT 10
 
 /* Largest request body we build (Chroma's default limit is 40 MiB). */
 #define CHROMA_MAX_BODY_BYTES (32 * 1024 * 1024)

@@ -2,12 +2,13 @@
  * http.c — libcurl inside a backend.
  *
  * One multi handle per process holds the connection cache, so connections stay alive
- * across calls; a small pool of easy handles lets one request be in flight while the
- * next is prepared. libcurl allocates with malloc, never palloc, and our callbacks never
- * raise errors: nothing longjmps through libcurl. Waiting checks for interrupts, so a
- * query cancel, statement_timeout or SIGTERM stops a transfer promptly, also while DNS
- * does not answer (CURLOPT_QUICK_EXIT). Nothing in the server's environment steers a
- * request: no proxy unless chroma_sync.proxy names one, no TLS key log.
+ * across calls; a small pool of easy handles lets several requests be in flight (one
+ * connection each) while the next is prepared. libcurl allocates with malloc, never
+ * palloc, and our callbacks never raise errors: nothing longjmps through libcurl.
+ * Waiting checks for interrupts, so a query cancel, statement_timeout or SIGTERM stops a
+ * transfer promptly, also while DNS does not answer (CURLOPT_QUICK_EXIT). Nothing in
+ * the server's environment steers a request: no proxy unless chroma_sync.proxy names
+ * one, no TLS key log.
  */
 #include "postgres.h"
 
@@ -392,6 +393,12 @@ is_connect_failure(CURLcode code, CURL *h)
 		request_size == 0)
 		return true;
 	return false;
+}
+
+bool
+chroma_http_done(ChromaHttpRequest *req)
+{
+	return req->done;
 }
 
 void

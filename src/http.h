@@ -43,14 +43,18 @@ chroma_max_response_bytes(void)
 
 /*
  * Starts a request. body is copied only by reference: it must stay valid until
- * chroma_http_finish. At most CHROMA_HTTP_MAX_INFLIGHT requests at once.
+ * chroma_http_finish. At most CHROMA_HTTP_MAX_INFLIGHT requests at once: a record
+ * sender's CHROMA_MAX_CONCURRENT_REQUESTS_LIMIT, and a get or a delete beside them.
  */
-#define CHROMA_HTTP_MAX_INFLIGHT 2
+#define CHROMA_HTTP_MAX_INFLIGHT 12
 extern ChromaHttpRequest *chroma_http_begin(const char *method, const char *url,
 											const char *body, size_t body_len);
 
 /* Lets in-flight transfers progress without blocking. */
 extern void chroma_http_pump(void);
+
+/* Whether the request has completed (after chroma_http_pump); never waits. */
+extern bool chroma_http_done(ChromaHttpRequest *req);
 
 /* Waits for the request to complete (its response is kept for chroma_http_finish). */
 extern void chroma_http_wait(ChromaHttpRequest *req);

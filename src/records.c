@@ -390,6 +390,40 @@ rows_to_records(SPITupleTable *tt, uint64 nrows, int64 first_pos, QueryColumns *
 	record_set_dedupe(rs);
 }
 
+/*
+ * rows_to_records; a bad row's error is raised once the requests in flight have landed,
+ * so the batches before it are in Chroma whatever max_concurrent_requests is. Only our
+ * own conversion is caught (no query runs in it); a cancel is raised at once.
+ */
+static void
+records_or_settle(SPITupleTable *tt, uint64 nrows, int64 first_pos, QueryColumns *qc,
+				  bool arrays, RecordSet *rs, RecordSender *sender)
+{
+	MemoryContext ctx = CurrentMemoryContext;
+
+	PG_TRY();
+	{
+		rows_to_records(tt, nrows, first_pos, qc, arrays, rs);
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(ctx);
+		edata = CopyErrorData();
+		if (edata->sqlerrcode == ERRCODE_QUERY_CANCELED || ProcDiePending ||
+			sender->ninflight == 0)
+		{
+			FreeErrorData(edata);
+			PG_RE_THROW();
+		}
+		FlushErrorState();
+		record_sender_settle(sender);
+		ReThrowError(edata);
+	}
+	PG_END_TRY();
+}
+
 Datum
 chroma_upsert_query(PG_FUNCTION_ARGS)
 {
@@ -399,9 +433,8 @@ chroma_upsert_query(PG_FUNCTION_ARGS)
 	Portal		portal;
 	RecordSender sender;
 	QueryColumns qc;
-	MemoryContext batch_ctx[2];
+	MemoryContext batch_ctx;
 	MemoryContext caller_ctx = CurrentMemoryContext;
-	int			cur = 0;
 	int64		pos = 1;
 	bool		arrays;
 	int			fetch;
@@ -416,12 +449,12 @@ chroma_upsert_query(PG_FUNCTION_ARGS)
 	query = text_to_cstring(PG_GETARG_TEXT_PP(1));
 
 	record_sender_init(&sender, collection, "upsert");
+	record_sender_set_concurrency(&sender, chroma_max_concurrent_requests);
 	if (replace)
 		record_sender_init(&deleter, collection, "delete");
 	arrays = chroma_server(false)->supports_metadata_arrays;
 	fetch = sender.batch_size;
-	batch_ctx[0] = AllocSetContextCreate(caller_ctx, "chroma_sync batch", ALLOCSET_DEFAULT_SIZES);
-	batch_ctx[1] = AllocSetContextCreate(caller_ctx, "chroma_sync batch", ALLOCSET_DEFAULT_SIZES);
+	batch_ctx = AllocSetContextCreate(caller_ctx, "chroma_sync batch", ALLOCSET_DEFAULT_SIZES);
 
 	SPI_connect();
 	plan = SPI_prepare_cursor(query, 0, NULL, CURSOR_OPT_NO_SCROLL);
@@ -450,16 +483,16 @@ chroma_upsert_query(PG_FUNCTION_ARGS)
 		if (nrows == 0)
 			break;
 
-		/* records of the batch in flight live in the other context */
-		MemoryContextReset(batch_ctx[cur]);
-		old = MemoryContextSwitchTo(batch_ctx[cur]);
-		rows_to_records(SPI_tuptable, nrows, pos, &qc, arrays, &rs);
+		/* the sender keeps what its requests in flight need: the batch's records may go */
+		MemoryContextReset(batch_ctx);
+		old = MemoryContextSwitchTo(batch_ctx);
+		records_or_settle(SPI_tuptable, nrows, pos, &qc, arrays, &rs, &sender);
 		if (replace)
 		{
 			RecordSet	clear;
 
-			/* the previous batch may hold the same ids: it lands before they are read */
-			record_sender_wait(&sender);
+			/* earlier batches may hold the same ids: they land before those are read */
+			record_sender_wait_for(&sender, &rs);
 			record_set_replace(&rs, sender.collection_id, &clear);
 			record_sender_send_replacing(&sender, &deleter, &rs, &clear);
 		}
@@ -468,7 +501,6 @@ chroma_upsert_query(PG_FUNCTION_ARGS)
 		MemoryContextSwitchTo(old);
 		SPI_freetuptable(SPI_tuptable);
 		pos += nrows;
-		cur ^= 1;
 		progress_update(&progress, (int64) sender.sent);
 		CHECK_FOR_INTERRUPTS();
 	}

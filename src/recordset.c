@@ -3,9 +3,10 @@
  *
  * A RecordSet holds records in the caller's order, already converted to UTF-8 and
  * checked against Chroma's rules. The sender cuts it into requests of at most
- * batch_size records and CHROMA_MAX_BODY_BYTES bytes, and builds the next request
- * while the previous one is in flight. Every record of a set has distinct ids, so no
- * id is ever in two in-flight requests.
+ * batch_size records and CHROMA_MAX_BODY_BYTES bytes, keeps up to max_inflight of them
+ * in flight and builds the next one meanwhile. Every record of a set has distinct ids;
+ * ids of different sets may repeat, and no id is ever in two requests in flight: a
+ * request holding an id of one in flight starts once that one is acknowledged.
  */
 #include "postgres.h"
 
@@ -225,30 +226,189 @@ record_sender_init(RecordSender *s, const char *collection, const char *op)
 	s->dim = coll.dimension;
 	s->base64 = chroma_use_base64();
 	s->batch_size = chroma_effective_batch_size();
-	s->body_ctx[0] = AllocSetContextCreate(CurrentMemoryContext, "chroma_sync body",
-										   ALLOCSET_DEFAULT_SIZES);
-	s->body_ctx[1] = AllocSetContextCreate(CurrentMemoryContext, "chroma_sync body",
-										   ALLOCSET_DEFAULT_SIZES);
+	s->max_inflight = 1;
+	s->mcxt = CurrentMemoryContext;
 }
 
-static void
-sender_wait(RecordSender *s)
+void
+record_sender_set_concurrency(RecordSender *s, int n)
 {
-	ChromaResponse resp;
+	Assert(s->ninflight == 0);
+	s->max_inflight = Max(1, Min(n, CHROMA_MAX_CONCURRENT_REQUESTS_LIMIT));
+}
 
-	if (s->inflight == NULL)
-		return;
-	memset(&resp, 0, sizeof(resp));
-	chroma_http_finish(s->inflight, &resp.http);
-	s->inflight = NULL;
-	chroma_classify(&resp);
-	if (resp.kind != CHROMA_OK)
+static int
+cmp_sender_ids(const void *a, const void *b)
+{
+	const SenderId *x = (const SenderId *) a;
+	const SenderId *y = (const SenderId *) b;
+	int			c = memcmp(x->id, y->id, Min(x->len, y->len));
+
+	if (c != 0)
+		return c;
+	return x->len < y->len ? -1 : (x->len > y->len ? 1 : 0);
+}
+
+/* Whether request r in flight holds the id; true when r kept no ids (it may hold any). */
+static bool
+request_holds(const SenderRequest *r, const char *id, size_t len)
+{
+	SenderId	key;
+
+	if (r->nids == 0)
+		return true;
+	key.id = id;
+	key.len = len;
+	return bsearch(&key, r->ids, r->nids, sizeof(SenderId), cmp_sender_ids) != NULL;
+}
+
+/* Whether two requests share an id (both lists sorted); true when either kept none. */
+static bool
+requests_overlap(const SenderRequest *a, const SenderRequest *b)
+{
+	int			i = 0;
+	int			j = 0;
+
+	if (a->nids == 0 || b->nids == 0)
+		return true;
+	while (i < a->nids && j < b->nids)
 	{
-		chroma_raise(&resp, psprintf("%s records in collection \"%s\" (%llu records were sent before this request)",
-									 s->op, s->collection, (unsigned long long) s->sent));
+		int			c = cmp_sender_ids(&a->ids[i], &b->ids[j]);
+
+		if (c == 0)
+			return true;
+		if (c < 0)
+			i++;
+		else
+			j++;
 	}
-	s->sent += s->inflight_n;
-	s->inflight_n = 0;
+	return false;
+}
+
+/* Completes request r: counts its records when acknowledged, else keeps its failure. */
+static void
+finish_request(RecordSender *s, SenderRequest *r)
+{
+	ChromaResponse *resp = palloc0_object(ChromaResponse);
+	ChromaHttpRequest *req = r->req;
+
+	/* out of the set first: an interrupt while waiting releases the transfer itself */
+	r->req = NULL;
+	s->ninflight--;
+	chroma_http_finish(req, &resp->http);
+	chroma_classify(resp);
+	if (resp->kind == CHROMA_OK)
+	{
+		s->sent += r->n;
+		pfree(resp);
+	}
+	else if (s->failure == NULL || r->seq < s->failure_seq)
+	{
+		s->failure = resp;
+		s->failure_seq = r->seq;
+	}
+}
+
+/* Completes one request in flight: one already answered if any, else the oldest. */
+static void
+finish_one(RecordSender *s)
+{
+	SenderRequest *oldest = NULL;
+	SenderRequest *answered = NULL;
+
+	chroma_http_pump();
+	for (int i = 0; i <= s->max_inflight; i++)
+	{
+		SenderRequest *r = &s->slots[i];
+
+		if (r->req == NULL)
+			continue;
+		if (oldest == NULL || r->seq < oldest->seq)
+			oldest = r;
+		if (chroma_http_done(r->req) && (answered == NULL || r->seq < answered->seq))
+			answered = r;
+	}
+	if (answered != NULL)
+		finish_request(s, answered);
+	else if (oldest != NULL)
+		finish_request(s, oldest);
+	else
+		elog(ERROR, "the record sender counts %d requests in flight but holds none",
+			 s->ninflight);
+}
+
+/*
+ * After a failure: every other request in flight is completed (what they carried is
+ * counted), then the failure of the earliest started request that failed is raised.
+ */
+static void
+raise_if_failed(RecordSender *s)
+{
+	if (s->failure == NULL)
+		return;
+	while (s->ninflight > 0)
+		finish_one(s);
+	chroma_raise(s->failure,
+				 psprintf("%s records in collection \"%s\" (Chroma acknowledged %llu records of this call)",
+						  s->op, s->collection, (unsigned long long) s->sent));
+}
+
+void
+record_sender_wait(RecordSender *s)
+{
+	while (s->ninflight > 0)
+	{
+		finish_one(s);
+		raise_if_failed(s);
+	}
+}
+
+void
+record_sender_wait_for(RecordSender *s, const RecordSet *rs)
+{
+	for (int i = 0; i <= s->max_inflight; i++)
+	{
+		SenderRequest *r = &s->slots[i];
+
+		for (int k = 0; r->req != NULL && k < rs->n; k++)
+		{
+			if (request_holds(r, rs->recs[k].id, rs->recs[k].id_len))
+			{
+				finish_request(s, r);
+				raise_if_failed(s);
+			}
+		}
+	}
+}
+
+void
+record_sender_settle(RecordSender *s)
+{
+	while (s->ninflight > 0)
+		finish_one(s);
+	s->failure = NULL;
+}
+
+/* A slot not in flight (there are max_inflight + 1), its context reset. */
+static SenderRequest *
+free_slot(RecordSender *s)
+{
+	for (int i = 0; i <= s->max_inflight; i++)
+	{
+		SenderRequest *r = &s->slots[i];
+
+		if (r->req != NULL)
+			continue;
+		if (r->ctx == NULL)
+			r->ctx = AllocSetContextCreate(s->mcxt, "chroma_sync body", ALLOCSET_DEFAULT_SIZES);
+		else
+			MemoryContextReset(r->ctx);
+		r->nids = 0;
+		r->ids = NULL;
+		return r;
+	}
+	elog(ERROR, "no free request slot in the record sender");
+	pg_unreachable();
 }
 
 static void
@@ -257,9 +417,9 @@ sender_post(RecordSender *s, RecordSet *rs, int from, int to)
 	MemoryContext old;
 	cs_buf		b;
 	cs_body_options opt;
+	SenderRequest *next = free_slot(s);
 
-	MemoryContextReset(s->body_ctx[s->cur]);
-	old = MemoryContextSwitchTo(s->body_ctx[s->cur]);
+	old = MemoryContextSwitchTo(next->ctx);
 	opt.dim = rs->dim;
 	opt.encoding = s->base64 ? CS_ENCODING_BASE64 : CS_ENCODING_JSON;
 	opt.with_embeddings = rs->with_embeddings;
@@ -270,12 +430,43 @@ sender_post(RecordSender *s, RecordSet *rs, int from, int to)
 		cs_encode_ids(&b, rs->recs + from, to - from);
 	else
 		cs_encode_records(&b, rs->recs + from, to - from, &opt);
+	if (s->max_inflight > 1)
+	{
+		/* its ids, for the overlap check of the requests after it */
+		next->nids = to - from;
+		next->ids = palloc_array(SenderId, next->nids);
+		for (int i = from; i < to; i++)
+		{
+			char	   *copy = palloc(rs->recs[i].id_len);
+
+			memcpy(copy, rs->recs[i].id, rs->recs[i].id_len);
+			next->ids[i - from].id = copy;
+			next->ids[i - from].len = rs->recs[i].id_len;
+		}
+		qsort(next->ids, next->nids, sizeof(SenderId), cmp_sender_ids);
+	}
 	MemoryContextSwitchTo(old);
 
-	sender_wait(s);				/* the previous request, built while it was in flight */
-	s->inflight = chroma_http_begin("POST", s->url, b.data, b.len);
-	s->inflight_n = to - from;
-	s->cur ^= 1;
+	/* built while the others were in flight; an id in one of them: that one lands first */
+	for (int i = 0; i <= s->max_inflight; i++)
+	{
+		SenderRequest *r = &s->slots[i];
+
+		if (r->req != NULL && requests_overlap(r, next))
+		{
+			finish_request(s, r);
+			raise_if_failed(s);
+		}
+	}
+	while (s->ninflight >= s->max_inflight)
+	{
+		finish_one(s);
+		raise_if_failed(s);
+	}
+	next->req = chroma_http_begin("POST", s->url, b.data, b.len);
+	next->seq = s->next_seq++;
+	next->n = to - from;
+	s->ninflight++;
 }
 
 /* Checks every record against the collection and the request size; their sizes (palloc'd). */
@@ -343,15 +534,9 @@ record_sender_send(RecordSender *s, RecordSet *rs)
 	pfree(sizes);
 }
 
-void
-record_sender_wait(RecordSender *s)
-{
-	sender_wait(s);
-}
-
 uint64
 record_sender_finish(RecordSender *s)
 {
-	sender_wait(s);
+	record_sender_wait(s);
 	return s->sent;
 }

@@ -1,6 +1,6 @@
-# What the test's own HTTP endpoints share (fake_chroma.pl, late_proxy.pl, throttle_proxy.pl): a listener on
-# a free port of 127.0.0.1 whose number is written to a file, one child process per
-# connection, and the reading of one request.
+# What the test's own HTTP endpoints share (fake_chroma.pl, late_proxy.pl, throttle_proxy.pl,
+# delay_proxy.pl): a listener on a free port of 127.0.0.1 whose number is written to a
+# file, one child process per connection, and the reading of one request.
 package LoopbackHttp;
 use strict;
 use warnings;

@@ -359,7 +359,7 @@ sub resume_04_filter
 	return $state;
 }
 
-# A proxy of test/lib (late_proxy.pl, throttle_proxy.pl) in front of the harness's Chroma
+# A proxy of test/lib (late_proxy.pl, throttle_proxy.pl, delay_proxy.pl) in front of the harness's Chroma
 # server, started with DIR/port for its port file, then ARGS; returns the port it listens
 # on. It is stopped when the test ends.
 my @proxies;
