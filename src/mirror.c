@@ -424,10 +424,18 @@ chroma_mirror(PG_FUNCTION_ARGS)
 
 	rel = relation_open(relid, ShareRowExclusiveLock);
 	relname = pstrdup(RelationGetRelationName(rel));
-	/* a partitioned table: one mirror of every partition under it (partition.c) */
+	/*
+	 * A partitioned table: refused until one mirror of the whole tree passes its tests
+	 * (partition.c is that mirror; an ATTACH shortly after a DETACH of the same partition
+	 * lost the partition's records in about one run in ten). When it is allowed:
+	 * partition_check_leaves(relid, relname) here.
+	 */
 	if (rel->rd_rel->relkind == RELKIND_PARTITIONED_TABLE)
-		partition_check_leaves(relid, relname);
-	else if (rel->rd_rel->relkind != RELKIND_RELATION)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("cannot mirror partitioned table %s", relname),
+				 errhint("Mirror each partition into its own collection.")));
+	if (rel->rd_rel->relkind != RELKIND_RELATION)
 		ereport(ERROR,
 				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
 				 errmsg("cannot mirror %s: it is not a table", relname)));

@@ -28,6 +28,7 @@
 #include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/jsonb.h"
+#include "utils/inval.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
@@ -294,7 +295,16 @@ static bool
 lock_table_or_skip(Pipeline *p)
 {
 	if (ConditionalLockRelationOid(p->m->relid, AccessShareLock))
+	{
+		/*
+		 * The lock may have been taken earlier in this transaction (a check of the
+		 * mirror's columns), before an ATTACH PARTITION committed whose queued keys this
+		 * read is for: its partitions are read as they are now, not as then, or the
+		 * attached partition's rows would be taken for deleted.
+		 */
+		AcceptInvalidationMessages();
 		return true;
+	}
 	p->table_busy = true;
 	return false;
 }
