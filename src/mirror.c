@@ -457,6 +457,7 @@ chroma_mirror(PG_FUNCTION_ARGS)
 		check_default_collection_name(relname);
 	else
 		chroma_check_collection_name(collection);
+	partition_check_collection(relid, collection);
 
 	nid = id_column_attnums(fcinfo, relid, id_atts);
 	nid = choose_id_columns(rel, id_atts, nid, id_atts);

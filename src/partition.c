@@ -32,6 +32,7 @@
 #include "executor/spi.h"
 #include "miscadmin.h"
 #include "nodes/parsenodes.h"
+#include "storage/lmgr.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
@@ -118,6 +119,43 @@ qualified(Oid relid)
 									  get_rel_name(relid));
 }
 
+/*
+ * Refuses to mirror table relid into the collection of a mirror of a partitioned table
+ * above it, or of a partition under it, adopt or not: the records of one are rows of the
+ * other, and the newcomer's backfill would delete the rest of the other's records.
+ */
+void
+partition_check_collection(Oid relid, const char *collection)
+{
+	List	   *above = partition_ancestors(relid);
+	List	   *below = find_all_inheritors(relid, NoLock, NULL);
+	List	   *mirrors;
+	ListCell   *lc;
+	ChromaSavedUser su;
+
+	if (above == NIL && list_length(below) <= 1)
+		return;
+	chroma_become_extension_owner(&su);
+	mirrors = mirror_load_all();
+	chroma_restore_user(&su);
+	foreach(lc, mirrors)
+	{
+		MirrorConfig *m = (MirrorConfig *) lfirst(lc);
+
+		if (strcmp(m->collection, collection) != 0 || m->relid == relid)
+			continue;
+		if (list_member_oid(above, m->relid) || list_member_oid(below, m->relid))
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("cannot mirror %s into collection \"%s\": it is the collection of %s, %s",
+							get_rel_name(relid), collection, get_rel_name(m->relid),
+							list_member_oid(above, m->relid) ? "a partitioned table it is a partition of"
+							: "one of its partitions"),
+					 errdetail("The rows of one are rows of the other: each would delete the other's records."),
+					 errhint("Mirror it into another collection.")));
+	}
+}
+
 /* Refuses a partition the mirror's triggers cannot see the rows of. */
 void
 partition_check_leaves(Oid relid, const char *root)
@@ -186,6 +224,37 @@ partition_leaf_triggers(int mirror_id, Oid relid, bool create)
 	if (connected)
 		SPI_finish();
 	chroma_restore_user(&su);
+}
+
+/*
+ * The worker reads a partitioned table's partitions from its relation cache, which a DDL
+ * that changes them (ATTACH, CREATE ... PARTITION OF, DETACH ... CONCURRENTLY: their lock
+ * on the partitioned table does not conflict with a read) updates in other backends only
+ * after its commit is visible: the worker could see the keys it queued and read them
+ * through the partitions of before, taking an attached partition's rows for deleted. The
+ * DDL holds this lock (an object lock on the partitioned table, under a sub-id no column
+ * has) until its transaction has ended, after its invalidations are sent; the worker takes
+ * it shared before reading, and processes the invalidations when it gets it.
+ */
+#define PARTITION_SET_SUBID 65000
+
+static void
+lock_partition_set(List *mirrors)
+{
+	ListCell   *lc;
+
+	foreach(lc, mirrors)
+		LockDatabaseObject(RelationRelationId, ((MirrorConfig *) lfirst(lc))->relid,
+						   PARTITION_SET_SUBID, AccessExclusiveLock);
+}
+
+bool
+partition_set_read_lock(Oid relid)
+{
+	if (get_rel_relkind(relid) != RELKIND_PARTITIONED_TABLE)
+		return true;
+	return ConditionalLockDatabaseObject(RelationRelationId, relid, PARTITION_SET_SUBID,
+										 AccessShareLock);
 }
 
 /* A partition leaving mirrors (DETACH), remembered until the statement is done. */
@@ -277,6 +346,7 @@ partition_utility_after(Node *stmt, List *leaving)
 			if (still != NIL)
 				continue;
 		}
+		lock_partition_set(l->mirrors);
 		foreach(lm, l->mirrors)
 		{
 			MirrorConfig *m = (MirrorConfig *) lfirst(lm);
@@ -304,6 +374,7 @@ partition_utility_after(Node *stmt, List *leaving)
 			relid = partition_relid((PartitionCmd *) cmd->def);
 			if (!OidIsValid(relid))
 				continue;
+			lock_partition_set(partition_mirrors_of(relid));
 			foreach(lm, partition_mirrors_of(relid))
 				chroma_capture_partition_keys(((MirrorConfig *) lfirst(lm))->mirror_id, relid);
 		}
@@ -313,6 +384,8 @@ partition_utility_after(Node *stmt, List *leaving)
 			Oid			relid = RangeVarGetRelid(((AlterTableStmt *) stmt)->relation, NoLock, true);
 
 			if (OidIsValid(relid))
+			{
+				lock_partition_set(mirrors_above(relid, true));
 				foreach(lm, mirrors_above(relid, true))
 				{
 					MirrorConfig *m = (MirrorConfig *) lfirst(lm);
@@ -320,6 +393,7 @@ partition_utility_after(Node *stmt, List *leaving)
 					partition_check_leaves(relid, get_rel_name(m->relid));
 					partition_leaf_triggers(m->mirror_id, relid, true);
 				}
+			}
 		}
 	}
 	else if ((IsA(stmt, CreateStmt) || IsA(stmt, CreateForeignTableStmt)) &&
@@ -328,6 +402,8 @@ partition_utility_after(Node *stmt, List *leaving)
 		Oid			relid = RangeVarGetRelid(((CreateStmt *) stmt)->relation, NoLock, true);
 
 		if (OidIsValid(relid))
+		{
+			lock_partition_set(partition_mirrors_of(relid));
 			foreach(lm, partition_mirrors_of(relid))
 			{
 				MirrorConfig *m = (MirrorConfig *) lfirst(lm);
@@ -335,6 +411,7 @@ partition_utility_after(Node *stmt, List *leaving)
 				partition_check_leaves(relid, get_rel_name(m->relid));
 				partition_leaf_triggers(m->mirror_id, relid, true);
 			}
+		}
 	}
 }
 

@@ -13,6 +13,9 @@ extern List *partition_ancestors(Oid relid);
 /* The mirrors (MirrorConfig) of the partitioned tables relid is a partition of, at any level. */
 extern List *partition_mirrors_of(Oid relid);
 
+/* Refuses (ERROR) relid into the collection of a mirror above or under it in its tree. */
+extern void partition_check_collection(Oid relid, const char *collection);
+
 /* Refuses (ERROR) a foreign table at or under relid; root names the mirrored table. */
 extern void partition_check_leaves(Oid relid, const char *root);
 
@@ -27,6 +30,12 @@ extern void partition_leaf_triggers(int mirror_id, Oid relid, bool create);
 extern List *partition_utility_before(Node *stmt, int *saved);
 extern void partition_utility_after(Node *stmt, List *leaving);
 extern void partition_utility_done(int saved);
+
+/*
+ * Before the worker reads a partitioned table's rows (its lock on the table held): false
+ * while a DDL that changed its partitions has not ended (partition.c). True for others.
+ */
+extern bool partition_set_read_lock(Oid relid);
 
 /* Installs the object access hook that sees partitions dropped (from _PG_init). */
 extern void chroma_partition_init(void);

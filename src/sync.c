@@ -28,7 +28,6 @@
 #include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/jsonb.h"
-#include "utils/inval.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
@@ -41,6 +40,7 @@
 #include "pgbuf.h"
 #include "response.h"
 #include "shared.h"
+#include "partition.h"
 #include "sync.h"
 #include "sync_batch.h"
 #include "ownership.h"
@@ -294,17 +294,10 @@ typedef struct Pipeline
 static bool
 lock_table_or_skip(Pipeline *p)
 {
-	if (ConditionalLockRelationOid(p->m->relid, AccessShareLock))
-	{
-		/*
-		 * The lock may have been taken earlier in this transaction (a check of the
-		 * mirror's columns), before an ATTACH PARTITION committed whose queued keys this
-		 * read is for: its partitions are read as they are now, not as then, or the
-		 * attached partition's rows would be taken for deleted.
-		 */
-		AcceptInvalidationMessages();
+	/* and a partitioned table's partitions as its last DDL left them (partition.c) */
+	if (ConditionalLockRelationOid(p->m->relid, AccessShareLock) &&
+		partition_set_read_lock(p->m->relid))
 		return true;
-	}
 	p->table_busy = true;
 	return false;
 }
@@ -943,7 +936,7 @@ reconcile(MirrorConfig *m, MirrorState *st, TimestampTz *wake_at, const char *la
 
 		/* which of these ids are rows with an embedding? */
 		sync_begin_txn();
-		if (!ConditionalLockRelationOid(m->relid, AccessShareLock))
+		if (!ConditionalLockRelationOid(m->relid, AccessShareLock) || !partition_set_read_lock(m->relid))
 		{
 			/* a session holds the table locked: do not wait for it (see lock_table_or_skip) */
 			sync_end_txn();
