@@ -425,10 +425,9 @@ chroma_mirror(PG_FUNCTION_ARGS)
 	rel = relation_open(relid, ShareRowExclusiveLock);
 	relname = pstrdup(RelationGetRelationName(rel));
 	/*
-	 * A partitioned table: refused until one mirror of the whole tree passes its tests
-	 * (partition.c is that mirror; an ATTACH shortly after a DETACH of the same partition
-	 * lost the partition's records in about one run in ten). When it is allowed:
-	 * partition_check_leaves(relid, relname) here.
+	 * A partitioned table: refused until one mirror of the whole tree (partition.c) has
+	 * passed the tests of test/partitioned (see test/redteam/README.md). When it is
+	 * allowed: partition_check_leaves(relid, relname) here.
 	 */
 	if (rel->rd_rel->relkind == RELKIND_PARTITIONED_TABLE)
 		ereport(ERROR,
