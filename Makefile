@@ -44,7 +44,7 @@ OBJS = \
 
 DATA = sql/chroma_sync--0.1.sql sql/chroma_sync--0.1--0.2.sql sql/chroma_sync--0.2--0.3.sql sql/chroma_sync--0.3--0.4.sql sql/chroma_sync--0.4--0.5.sql
 
-REGRESS = setup server collections collection_config records records_bad query query_filters query_batch upsert_query upsert_replace records_get delete_where encoding security metadata_arrays mirror_setup mirror_basic mirror_keys mirror_exact mirror_truncate mirror_failed mirror_admin mirror_multi mirror_errors mirror_options mirror_configuration mirror_composite mirror_metadata_types mirror_metadata_arrays metadata_numbers mirror_subxact mirror_virtual
+REGRESS = setup server collections collection_config records records_bad query query_filters query_batch upsert_query upsert_replace records_get delete_where encoding security metadata_arrays mirror_setup mirror_basic mirror_keys mirror_exact mirror_truncate mirror_failed mirror_admin mirror_multi mirror_errors mirror_options mirror_configuration mirror_composite mirror_metadata_types mirror_metadata_arrays metadata_numbers mirror_subxact mirror_virtual mirror_partitioned
 REGRESS_OPTS = --inputdir=. --load-extension=chroma_sync
 
 SHLIB_LINK = -lcurl

@@ -36,7 +36,10 @@ CREATE SEQUENCE regress_me_seq;
 SELECT chroma_mirror('regress_me_seq', collection => 'regress_m_err');
 CREATE TABLE regress_me_parted (id int PRIMARY KEY, embedding real[]) PARTITION BY RANGE (id);
 CREATE TABLE regress_me_part1 PARTITION OF regress_me_parted FOR VALUES FROM (0) TO (100);
+-- a partitioned table is mirrored whole, but not with an unlogged or a foreign partition
+CREATE UNLOGGED TABLE regress_me_part2 PARTITION OF regress_me_parted FOR VALUES FROM (100) TO (200);
 SELECT chroma_mirror('regress_me_parted', collection => 'regress_m_err');
+DROP TABLE regress_me_part2;
 SELECT chroma_mirror('no_such_table', collection => 'regress_m_err');
 -- Table names that are not valid collection names need an explicit collection.
 CREATE TABLE "ab" (id int PRIMARY KEY, embedding real[]);

@@ -425,16 +425,12 @@ chroma_mirror(PG_FUNCTION_ARGS)
 	rel = relation_open(relid, ShareRowExclusiveLock);
 	relname = pstrdup(RelationGetRelationName(rel));
 	/*
-	 * A partitioned table: refused until one mirror of the whole tree (partition.c) has
-	 * passed the tests of test/partitioned (see test/redteam/README.md). When it is
-	 * allowed: partition_check_leaves(relid, relname) here.
+	 * A partitioned table is mirrored whole (partition.c): every leaf must be a permanent
+	 * table the worker can read.
 	 */
 	if (rel->rd_rel->relkind == RELKIND_PARTITIONED_TABLE)
-		ereport(ERROR,
-				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("cannot mirror partitioned table %s", relname),
-				 errhint("Mirror each partition into its own collection.")));
-	if (rel->rd_rel->relkind != RELKIND_RELATION)
+		partition_check_leaves(relid, relname);
+	else if (rel->rd_rel->relkind != RELKIND_RELATION)
 		ereport(ERROR,
 				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
 				 errmsg("cannot mirror %s: it is not a table", relname)));

@@ -28,6 +28,10 @@
 #                           variation is the worker's timing: for minimizing a failure)
 #   CHROMA_SYNC_CRASHES=N   crash restarts of the cluster at most (default 1; 0: none), the
 #                           first 3 to 11 s into the run, the next ones 60 to 180 s apart
+# TAP 203 runs this file with $main::PARTITIONED_WORKLOAD set: a partitioned table mirrored
+# as one (issue 17) joins the mirrors, and the nemesis detaches and attaches its partitions
+# (plainly or CONCURRENTLY, a pending detach FINALIZEd) while the sessions write; its
+# collections are cs_t203_*, its session files 203_session_N.sql.
 # Each session's SQL is written to tmp_check/log/050_session_N.sql (up to 10,000
 # transactions; RandomWorkload.pm's header shows how to print it for any run).
 use strict;
@@ -83,8 +87,12 @@ my $log0 = log_offset($node);
 
 # ------------------------------------------------------------------ schema, rows, mirrors
 
+our $PARTITIONED_WORKLOAD;
+my $partitioned = $PARTITIONED_WORKLOAD // 0;
+my $test = $partitioned ? '203' : '050';
+RandomWorkload::enable_partitioned_mirror() if $partitioned;
 my @mirrors = @RandomWorkload::MIRRORS;
-sub collection_of { return 'cs_t050_' . ($_[0]{name} // $_[0]{table}); }
+sub collection_of { return "cs_t${test}_" . ($_[0]{name} // $_[0]{table}); }
 sub name_of { return $_[0]{name} // $_[0]{table}; }
 
 $node->safe_psql('postgres', $RandomWorkload::SCHEMA);
@@ -107,7 +115,7 @@ for my $w (1 .. $nsessions)
 	my $all = join('', map { $_->{sql} } @txns);
 	if ($ntxns <= 10_000)
 	{
-		open my $fh, '>', "$PostgreSQL::Test::Utils::log_path/050_session_$w.sql" or die $!;
+		open my $fh, '>', "$PostgreSQL::Test::Utils::log_path/${test}_session_$w.sql" or die $!;
 		print $fh $all;
 		close $fh;
 	}
@@ -120,6 +128,9 @@ my $tmp = PostgreSQL::Test::Utils::tempdir;
 
 # Errors that concurrency and the faults explain; any other one fails the test.
 my $expected_error = qr/duplicate key value violates unique constraint|deadlock detected|current transaction is aborted|canceling statement due to (lock|statement) timeout|could not serialize access|prepared transaction with identifier .* does not exist|savepoint ".*" does not exist|already moved to another partition|terminating connection|server closed the connection|connection to server|no connection to the server|could not connect|the database system is|could not send data|could not receive data|Connection refused|SSL SYSCALL/;
+# TAP 203: a row routed to a partition detached at that moment
+$expected_error = qr/$expected_error|no partition of relation "q_parent" found for row|no partition of relation "q_r2" found for row/
+  if $partitioned;
 
 # Commits or rolls back (as its gid says) what a lost connection left prepared.
 sub resolve_prepared
@@ -209,7 +220,8 @@ for my $w (1 .. $nsessions)
 # ------------------------------------------------------------------ the nemesis
 
 my %faults = (terminations => 0, chroma_kills => 0, stalls => 0, crash_restarts => 0,
-	resyncs => 0, pauses => 0);
+	resyncs => 0, pauses => 0, detaches => 0, concurrent_detaches => 0, finalized => 0, attaches => 0,
+	detached_writes => 0, partition_ddl_errors => 0);
 my $sessions_failed = 0;
 
 sub reap
@@ -284,6 +296,64 @@ sub stall
 	return;
 }
 
+# TAP 203: the partitions of q_parent as the catalog has them: name -> 'attached',
+# 'pending' (a DETACH ... CONCURRENTLY that did not finish) or 'detached'
+sub q_partitions
+{
+	my %state = map { $_->[0] => 'detached' } @RandomWorkload::Q_PARTITIONS;
+	for my $line (split /\n/, $node->safe_psql('postgres', q{
+SELECT c.relname, i.inhdetachpending FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+WHERE i.inhparent = 'q_parent'::regclass}))
+	{
+		my ($name, $pending) = split /\|/, $line;
+		$state{$name} = $pending eq 't' ? 'pending' : 'attached';
+	}
+	return \%state;
+}
+
+# Finishes a detach left pending (by a lock timeout or a crash in its second transaction).
+sub q_finalize
+{
+	my $state = q_partitions();
+	for my $name (grep { $state->{$_} eq 'pending' } sort keys %$state)
+	{
+		$node->safe_psql('postgres', "SET lock_timeout = '10s'; ALTER TABLE q_parent DETACH PARTITION $name FINALIZE");
+		$faults{finalized}++;
+	}
+	return;
+}
+
+# Detaches an attached partition of q_parent (plainly or CONCURRENTLY), or attaches a
+# detached one again (written to while detached now and then). Two stay attached at least.
+sub partition_churn
+{
+	q_finalize();
+	my $state = q_partitions();
+	my @attached = grep { $state->{$_} eq 'attached' } sort keys %$state;
+	my @detached = grep { $state->{$_} eq 'detached' } sort keys %$state;
+	if (@detached && (@attached <= 2 || rand() < 0.5))
+	{
+		my $name = $detached[ rand @detached ];
+		my ($bounds) = map { $_->[1] } grep { $_->[0] eq $name } @RandomWorkload::Q_PARTITIONS;
+		if (rand() < 0.5)
+		{
+			$node->safe_psql('postgres', "UPDATE $name SET doc = 'written while detached' WHERE id % 5 = 1");
+			$faults{detached_writes}++;
+		}
+		$node->safe_psql('postgres', "SET lock_timeout = '10s'; ALTER TABLE q_parent ATTACH PARTITION $name FOR VALUES $bounds");
+		$faults{attaches}++;
+	}
+	else
+	{
+		my $name = $attached[ rand @attached ];
+		my $concurrently = rand() < 0.4;
+		$node->safe_psql('postgres', "SET lock_timeout = '10s'; ALTER TABLE q_parent DETACH PARTITION $name"
+			  . ($concurrently ? ' CONCURRENTLY' : ''), timeout => 120);
+		$faults{ $concurrently ? 'concurrent_detaches' : 'detaches' }++;
+	}
+	return;
+}
+
 srand($seed ^ 0x5bd1e995);
 my $t0 = time();
 my $crash_after = 3 + rand(8);
@@ -294,6 +364,17 @@ while (reap())
 	sleep 0.2 while time() < $until && reap();
 	last unless reap();
 	next unless $nemesis;
+	if ($partitioned && rand() < 0.35)
+	{
+		# TAP 203: the partition tree changes; a step that fails (a lock timeout behind a
+		# session) is counted apart from the other faults
+		unless (eval { partition_churn(); 1 })
+		{
+			$faults{partition_ddl_errors}++;
+			note("partition DDL: $@");
+		}
+		next;
+	}
 	my $r = rand();
 	my $ok = eval {
 		if ($faults{crash_restarts} < $crashes && time() - $t0 > $crash_after)
@@ -338,6 +419,20 @@ diag(sprintf('%s faults: %d terminations of chroma_sync processes, %d Chroma SIG
 	  . '%d stalls, %d crash restarts, %d resyncs, %d pauses', $tag, $faults{terminations},
 	$faults{chroma_kills}, $faults{stalls}, $faults{crash_restarts}, $faults{resyncs},
 	$faults{pauses}));
+if ($partitioned)
+{
+	eval { q_finalize(); 1 } or diag("$tag finishing a pending detach failed: $@");
+	my $state = q_partitions();
+	diag(sprintf('%s partitions of q_parent: %d detaches, %d concurrent detaches, %d finalized, '
+		  . '%d attaches, %d written while detached, %d partition DDL steps failed; at the end: %s', $tag,
+		map({ $faults{$_} } qw(detaches concurrent_detaches finalized attaches detached_writes partition_ddl_errors)),
+		join(', ', map { "$_ $state->{$_}" } sort keys %$state)));
+	ok($faults{detaches} + $faults{concurrent_detaches} + $faults{attaches} > 0 || !$nemesis,
+		"$tag the nemesis detached and attached partitions of q_parent");
+	ok($faults{partition_ddl_errors} <= $faults{detaches} + $faults{concurrent_detaches} + $faults{attaches} + 3,
+		"$tag most partition DDL steps worked ($faults{partition_ddl_errors} failed)");
+	is(join(',', grep { $state->{$_} eq 'pending' } sort keys %$state), '', "$tag no partition is left detach pending");
+}
 ok($total{committed} > $ntxns / 3, "$tag the sessions committed transactions");
 is($total{unexpected}, 0, "$tag the sessions met only conflicts, timeouts and lost connections")
   or diag("$tag unexpected errors:\n" . join("\n", map { "$unexpected{$_} x $_" } sort keys %unexpected));

@@ -75,6 +75,36 @@ our @MIRRORS = (
 	  id_sql => 'id::text' },
 );
 
+# The partitioned mirror of issue 17 (TAP 203 turns it on with enable_partitioned_mirror;
+# TAP 050's schema, mirrors and SQL stay as they were for every seed): q_parent mirrored
+# as one into one collection, ids "id,region"; q_r2 is partitioned again. The nemesis of
+# TAP 203 detaches and attaches its partitions (@Q_PARTITIONS: name and bounds) during the
+# run; the sessions write through q_parent, a few statements to a partition directly.
+our $PARTITIONED_SCHEMA = q{
+CREATE TABLE q_parent (id int, region int, embedding real[], doc text, meta jsonb,
+	PRIMARY KEY (id, region)) PARTITION BY RANGE (region);
+CREATE TABLE q_r0 PARTITION OF q_parent FOR VALUES FROM (0) TO (10);
+CREATE TABLE q_r1 PARTITION OF q_parent FOR VALUES FROM (10) TO (20);
+CREATE TABLE q_r2 PARTITION OF q_parent FOR VALUES FROM (20) TO (30) PARTITION BY RANGE (id);
+CREATE TABLE q_r2a PARTITION OF q_r2 FOR VALUES FROM (MINVALUE) TO (75);
+CREATE TABLE q_r2b PARTITION OF q_r2 FOR VALUES FROM (75) TO (MAXVALUE);
+CREATE TABLE q_r3 PARTITION OF q_parent FOR VALUES FROM (30) TO (40);
+};
+our @Q_PARTITIONS = ([ q_r0 => 'FROM (0) TO (10)' ], [ q_r1 => 'FROM (10) TO (20)' ],
+	[ q_r2 => 'FROM (20) TO (30)' ], [ q_r3 => 'FROM (30) TO (40)' ]);
+my @q_tables = qw(q_r0 q_r1 q_r2 q_r2a q_r2b q_r3);
+my $partitioned_mirror = 0;
+
+sub enable_partitioned_mirror
+{
+	return if $partitioned_mirror++;
+	$SCHEMA .= $PARTITIONED_SCHEMA;
+	add_partitioned_target();
+	push @MIRRORS, { table => 'q_parent', doc => 'doc', meta => 'meta',
+		scalars => [ [ 'region', 'int' ] ], id_sql => q{id || ',' || region} };
+	return;
+}
+
 sub mirror_sql
 {
 	my ($m, $collection) = @_;
@@ -266,6 +296,16 @@ my @target_names = sort keys %targets;
 # the partitioned parent and the inheritance parent are where keys outlive a statement
 my @target_weights = (t_char => 1, t_comp => 1.5, t_int => 1.5, t_text => 1, p_parent => 2.5, i_parent => 2);
 
+# the write target of the partitioned mirror (regions 0 to 39: four partitions)
+sub add_partitioned_target
+{
+	$targets{q_parent} = { keys => [ [ id => sub { 1 + int(rand(150)) }, 'int' ], [ region => sub { int(rand(40)) }, 'int' ] ],
+		cols => [qw(embedding doc meta)], range => [ id => 150 ] };
+	@target_names = sort keys %targets;
+	push @target_weights, q_parent => 2.5;
+	return;
+}
+
 sub pick_target
 {
 	my $total = 0;
@@ -371,6 +411,14 @@ sub range_where
 sub random_statement
 {
 	my ($t, $in_plpgsql) = @_;
+	if ($t eq 'q_parent' && rand() < 0.12)
+	{
+		# a partition written directly (attached or, at that moment, detached)
+		my $p = $q_tables[ rand @q_tables ];
+		return "TRUNCATE $p" if rand() < 0.1;
+		my $from = 1 + int(rand(150));
+		return "UPDATE $p SET " . random_set($t, $t) . " WHERE id BETWEEN $from AND " . ($from + int(rand(5)));
+	}
 	my $r = rand(100);
 	my @kc = key_cols($t);
 	if ($r < 14)
@@ -408,7 +456,7 @@ sub random_statement
 		# a key change; for the partitioned parent often of region: a move between partitions
 		my $k = random_key($t);
 		my $i = int(rand(@kc));
-		$i = 1 if $t eq 'p_parent' && rand() < 0.7;
+		$i = 1 if ($t eq 'p_parent' || $t eq 'q_parent') && rand() < 0.7;
 		my $new = [@$k];
 		$new->[$i] = $targets{$t}{keys}[$i][1]->();
 		return "UPDATE $t SET $kc[$i] = " . sql_value($new->[$i], $kc[$i], $targets{$t}{keys}[$i][2]) . ' WHERE ' . key_where($t, $k)
