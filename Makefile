@@ -80,6 +80,13 @@ sanitize-check:
 soak:
 	bash test/soak.sh $(ARGS)
 
+# TAP 202 at its full size: 12 partitions x 20,000 rows mirrored as one while writers run
+# and partitions are detached and attached (the default run uses 2,000 rows a partition);
+# ARGS adds run_all.sh options (--server new).
+.PHONY: partition-scale
+partition-scale:
+	CHROMA_SYNC_202_ROWS=20000 TAP_TIMEOUT=3600 TAP='202_*' bash test/run_all.sh --only tap $(ARGS)
+
 # The PGXN distribution of the committed tree (HEAD): chroma_sync-VERSION.zip with one top
 # directory chroma_sync-VERSION/, VERSION being META.json's.
 DISTVERSION = $(shell perl -MJSON::PP -0777 -ne 'print decode_json($$_)->{version}' META.json)
