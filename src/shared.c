@@ -208,6 +208,13 @@ chroma_config_xact_end(bool committed)
 	bump_at_commit = false;
 }
 
+/* Whether this transaction changed the configuration (not yet committed). */
+bool
+chroma_config_changed_in_xact(void)
+{
+	return bump_at_commit;
+}
+
 uint64
 chroma_config_generation(void)
 {

@@ -101,6 +101,7 @@ extern void chroma_report_progress(void);
 extern void chroma_bump_config(void);
 extern void chroma_config_xact_end(bool committed);
 extern uint64 chroma_config_generation(void);
+extern bool chroma_config_changed_in_xact(void);
 
 /* A request of this backend that the worker of this database leave the mirror; its index. */
 extern int	chroma_stop_request(int mirror_id);

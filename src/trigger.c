@@ -32,6 +32,7 @@
 #include "utils/fmgroids.h"
 #include "utils/guc.h"
 #include "utils/hsearch.h"
+#include "utils/inval.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
@@ -57,6 +58,7 @@ typedef struct CaptureInfo
 {
 	CaptureKey	key;			/* hash key */
 	Oid			relid;
+	Oid			root;			/* the mirrored table: relid or a table above it */
 	bool		partition;		/* relid is a partition of the mirrored table */
 	int			nkeys;
 	AttrNumber *key_attnums;
@@ -64,10 +66,13 @@ typedef struct CaptureInfo
 	int			ncols;
 	AttrNumber *cols;			/* every mirrored column */
 	bool		paused;			/* no need to wake the worker */
+	bool		stale;			/* relid's or the mirrored table's definition changed */
 } CaptureInfo;
 
 static HTAB *capture_cache = NULL;
+static MemoryContext capture_cxt = NULL;	/* what the cache's entries point to */
 static uint64 capture_cache_generation = 0;
+static bool capture_callback_registered = false;
 static Oid	ext_owner = InvalidOid;
 
 /* Keys buffered by this transaction (see enqueue). */
@@ -108,9 +113,20 @@ static void flush_pending(void);
 static void capture_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 									 SubTransactionId parentSubid, void *arg);
 
+static void capture_cache_forget(void);
+
 static void
 capture_xact_callback(XactEvent event, void *arg)
 {
+	/*
+	 * A transaction that changed a mirror's configuration, rolled back (or prepared, so no
+	 * longer this backend's to see): what the cache read within it is not so, under a
+	 * generation the rollback does not change (TAP 213). Relation changes are also
+	 * followed by capture_relcache_changed.
+	 */
+	if ((event == XACT_EVENT_ABORT || event == XACT_EVENT_PARALLEL_ABORT ||
+		 event == XACT_EVENT_PREPARE) && chroma_config_changed_in_xact())
+		capture_cache_forget();
 	switch (event)
 	{
 		case XACT_EVENT_PRE_COMMIT:
@@ -234,22 +250,20 @@ chroma_restore_user(ChromaSavedUser *s)
 /*
  * The attnum in table relid of the mirrored table's column att: the same for the table
  * itself; for a partition, found by name (a partition attached after it was created
- * may order its columns otherwise, or have dropped ones).
+ * may order its columns otherwise, or have dropped ones). A column dropped from the
+ * mirrored table has no match: InvalidAttrNumber, which capture treats as it treats the
+ * plain table's dropped column (never changed; a key of it is NULL), so the table stays
+ * writable while the worker pauses the mirror.
  */
 static AttrNumber
 map_attnum(Oid root, Oid relid, AttrNumber att)
 {
 	char	   *name;
-	AttrNumber	a;
 
 	if (relid == root || att <= 0)
 		return att;
 	name = get_attname(root, att, true);
-	a = name ? get_attnum(relid, name) : InvalidAttrNumber;
-	if (a == InvalidAttrNumber)
-		elog(ERROR, "column %d of table %s has no match in its partition %s",
-			 att, get_rel_name(root), get_rel_name(relid));
-	return a;
+	return name ? get_attnum(relid, name) : InvalidAttrNumber;
 }
 
 /*
@@ -263,6 +277,8 @@ capture_info_fill(CaptureInfo *ci, MirrorConfig *m, Oid relid, int natts, Memory
 	int			n = 0;
 
 	ci->relid = relid;
+	ci->root = m->relid;
+	ci->stale = false;
 	ci->partition = relid != m->relid;
 	ci->paused = m->paused;
 	ci->nkeys = m->nkeys;
@@ -280,15 +296,20 @@ capture_info_fill(CaptureInfo *ci, MirrorConfig *m, Oid relid, int natts, Memory
 	}
 	else
 	{
+		AttrNumber	a;
+
 		ci->cols = palloc(sizeof(AttrNumber) * (m->nmeta + 3));
 		/* (a restored copy's recorded attnums may lie past this table's columns) */
 		if (m->embedding_attnum <= natts || ci->partition)
-			ci->cols[n++] = map_attnum(m->relid, relid, m->embedding_attnum);
+			if ((a = map_attnum(m->relid, relid, m->embedding_attnum)) != InvalidAttrNumber)
+				ci->cols[n++] = a;
 		if (m->document_attnum > 0 && (m->document_attnum <= natts || ci->partition))
-			ci->cols[n++] = map_attnum(m->relid, relid, m->document_attnum);
+			if ((a = map_attnum(m->relid, relid, m->document_attnum)) != InvalidAttrNumber)
+				ci->cols[n++] = a;
 		for (int i = 0; i < m->nmeta; i++)
 			if (m->meta_attnums[i] > 0 && (m->meta_attnums[i] <= natts || ci->partition))
-				ci->cols[n++] = map_attnum(m->relid, relid, m->meta_attnums[i]);
+				if ((a = map_attnum(m->relid, relid, m->meta_attnums[i])) != InvalidAttrNumber)
+					ci->cols[n++] = a;
 	}
 	ci->ncols = n;
 	MemoryContextSwitchTo(old);
@@ -301,6 +322,33 @@ is_partition_of(Oid relid, Oid root)
 	return list_member_oid(partition_ancestors(relid), root);
 }
 
+/*
+ * A relation's definition changed, in this backend's transaction (also one rolled back:
+ * its invalidations are run here at abort) or in a committed one: the entries built from
+ * it are rebuilt at their next use (not freed here: one may be in use by a trigger).
+ * relid InvalidOid: every relation.
+ */
+static void
+capture_relcache_changed(Datum arg, Oid relid)
+{
+	HASH_SEQ_STATUS seq;
+	CaptureInfo *ci;
+
+	if (capture_cache == NULL)
+		return;
+	hash_seq_init(&seq, capture_cache);
+	while ((ci = hash_seq_search(&seq)) != NULL)
+		if (!OidIsValid(relid) || ci->relid == relid || ci->root == relid)
+			ci->stale = true;
+}
+
+/* Every entry rebuilt at its next use. */
+static void
+capture_cache_forget(void)
+{
+	capture_relcache_changed((Datum) 0, InvalidOid);
+}
+
 static CaptureInfo *
 capture_info(int mirror_id, Oid relid, int natts)
 {
@@ -309,12 +357,22 @@ capture_info(int mirror_id, Oid relid, int natts)
 	uint64		gen = chroma_config_generation();
 	CaptureKey	key;
 
+	if (!capture_callback_registered)
+	{
+		CacheRegisterRelcacheCallback(capture_relcache_changed, (Datum) 0);
+		capture_callback_registered = true;
+	}
 	if (capture_cache == NULL || gen != capture_cache_generation)
 	{
 		HASHCTL		ctl;
 
 		if (capture_cache)
 			hash_destroy(capture_cache);
+		if (capture_cxt)
+			MemoryContextReset(capture_cxt);
+		else
+			capture_cxt = AllocSetContextCreate(CacheMemoryContext, "chroma_sync capture",
+												ALLOCSET_SMALL_SIZES);
 		memset(&ctl, 0, sizeof(ctl));
 		ctl.keysize = sizeof(CaptureKey);
 		ctl.entrysize = sizeof(CaptureInfo);
@@ -329,8 +387,15 @@ capture_info(int mirror_id, Oid relid, int natts)
 	key.mirror_id = mirror_id;
 	key.relid = relid;
 	ci = hash_search(capture_cache, &key, HASH_FIND, &found);
-	if (found)
+	if (found && !ci->stale)
 		return ci;
+	if (found)
+	{
+		pfree(ci->key_attnums);
+		pfree(ci->key_types);
+		pfree(ci->cols);
+		hash_search(capture_cache, &key, HASH_REMOVE, NULL);
+	}
 
 	{
 		MirrorConfig *m;
@@ -349,7 +414,7 @@ capture_info(int mirror_id, Oid relid, int natts)
 		ci = hash_search(capture_cache, &key, HASH_ENTER, &found);
 		PG_TRY();
 		{
-			capture_info_fill(ci, m, relid, natts, CacheMemoryContext);
+			capture_info_fill(ci, m, relid, natts, capture_cxt);
 		}
 		PG_CATCH();
 		{
@@ -543,6 +608,9 @@ capture_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 	if (event == SUBXACT_EVENT_ABORT_SUB)
 	{
 		int			k = 0;
+
+		if (chroma_config_changed_in_xact())
+			capture_cache_forget();
 
 		ntruncating = 0;		/* a TRUNCATE that failed half-way */
 
