@@ -327,6 +327,19 @@ partition_utility_before(Node *stmt, int *saved)
 	return leaving;
 }
 
+/*
+ * The table a CREATE TABLE made, by its name in the schema it was created in: not looked
+ * up through search_path, where a temporary table of the same name comes first (the
+ * statement is not always qualified in place: run from PL/pgSQL, the tree is a copy).
+ */
+static Oid
+created_relid(RangeVar *rv)
+{
+	Oid			nsp = RangeVarGetCreationNamespace(rv);
+
+	return OidIsValid(nsp) ? get_relname_relid(rv->relname, nsp) : InvalidOid;
+}
+
 /* Keys and triggers of the partitions a statement attached, created or detached. */
 void
 partition_utility_after(Node *stmt, List *leaving)
@@ -399,7 +412,7 @@ partition_utility_after(Node *stmt, List *leaving)
 	else if ((IsA(stmt, CreateStmt) || IsA(stmt, CreateForeignTableStmt)) &&
 			 ((CreateStmt *) stmt)->partbound != NULL)
 	{
-		Oid			relid = RangeVarGetRelid(((CreateStmt *) stmt)->relation, NoLock, true);
+		Oid			relid = created_relid(((CreateStmt *) stmt)->relation);
 
 		if (OidIsValid(relid))
 		{
