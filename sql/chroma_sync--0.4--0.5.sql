@@ -218,8 +218,13 @@ BEGIN
 		IF EXISTS (SELECT FROM chroma_sync.mirror) THEN
 			PERFORM chroma_sync.columns_changed(c.objid);
 		END IF;
+		-- the mirror of the table, or of a partitioned table above it (a partition's
+		-- trigger disabled and enabled again in one transaction: TAP 216)
 		FOR m IN SELECT mirror_id, source FROM chroma_sync.mirror
-				WHERE source::pg_catalog.oid OPERATOR(pg_catalog.=) c.objid LOOP
+				WHERE source::pg_catalog.oid OPERATOR(pg_catalog.=) c.objid
+					OR source::pg_catalog.oid OPERATOR(pg_catalog.=) ANY (ARRAY(
+						SELECT a.relid::pg_catalog.oid
+						FROM pg_catalog.pg_partition_ancestors(c.objid::pg_catalog.regclass) a)) LOOP
 			SELECT pg_catalog.string_agg(t.tgname::pg_catalog.text, ', ') INTO disabled
 				FROM pg_catalog.pg_trigger t
 				WHERE t.tgrelid OPERATOR(pg_catalog.=) c.objid
@@ -232,7 +237,8 @@ BEGIN
 				UPDATE chroma_sync.mirror
 					SET in_error = true, last_error_at = pg_catalog.now(),
 						last_error = pg_catalog.format('trigger %s is not ENABLE ALWAYS: changes may be missed; '
-							'run ALTER TABLE %s ENABLE ALWAYS TRIGGER ..., then chroma_resync()', disabled, m.source)
+							'run ALTER TABLE %s ENABLE ALWAYS TRIGGER ..., then chroma_resync()', disabled,
+							c.objid::pg_catalog.regclass)
 					WHERE mirror_id OPERATOR(pg_catalog.=) m.mirror_id;
 			END IF;
 		END LOOP;
