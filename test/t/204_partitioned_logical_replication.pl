@@ -41,11 +41,11 @@ use Test::More;
 use Time::HiRes qw(sleep time);
 
 my $T0 = time();
-my %coll = map { $_ => "cs_t204_$_" } qw(lr1 lr2 lr3 lr4);
+my %coll = map { $_ => "cs_t204_$_" } qw(lr1 lr2 lr3 lr4 lr5);
 
 my $pub = PostgreSQL::Test::Cluster->new('publisher');
 $pub->init(allows_streaming => 'logical');
-$pub->append_conf('postgresql.conf', "max_replication_slots = 16\nmax_wal_senders = 16\n");
+$pub->append_conf('postgresql.conf', "max_replication_slots = 16\nmax_wal_senders = 16\nmax_prepared_transactions = 5\n");
 $pub->start;
 my $sub = new_node('subscriber', conf => q{
 chroma_sync.batch_size = 200
@@ -53,6 +53,7 @@ max_worker_processes = 24
 max_logical_replication_workers = 10
 max_sync_workers_per_subscription = 2
 wal_retrieve_retry_interval = '300ms'
+max_prepared_transactions = 5
 });
 my $log0 = log_offset($sub);
 my $connstr = $pub->connstr . ' dbname=postgres';
@@ -439,11 +440,70 @@ CREATE TABLE lr4_b PARTITION OF lr4 FOR VALUES FROM (20) TO (40);
 	rest_equal($sub, 'lr4', $coll{lr4}, 'lr4 streaming after the sync');
 }), 'lr4';
 
+# ------------------------------------------------ 5. two-phase commit (two_phase = true)
+heal block('5. transactions prepared on the publisher, prepared and committed by the apply worker' => sub {
+	ppub(qq{CREATE TABLE lr5 ($COLS); CREATE PUBLICATION pub5 FOR TABLE lr5;});
+	psub(qq{
+CREATE TABLE lr5 ($COLS) PARTITION BY RANGE (region);
+CREATE TABLE lr5_a PARTITION OF lr5 FOR VALUES FROM (0) TO (15);
+CREATE TABLE lr5_b PARTITION OF lr5 FOR VALUES FROM (15) TO (30);
+});
+	mirror_parent($sub, 'lr5', $coll{lr5});
+	psub(qq{CREATE SUBSCRIPTION sub5 CONNECTION '$connstr' PUBLICATION pub5 WITH (copy_data = false, two_phase = true)});
+	$sub->wait_for_subscription_sync($pub, 'sub5');
+	ok(poll_query($sub, q{SELECT subtwophasestate FROM pg_subscription WHERE subname = 'sub5'}, 'e', 60),
+		'sub5: two-phase enabled');
+	# a record is in Chroma shortly after its commit on the subscriber, without chroma_flush
+	# (the worker is woken at commit; it would otherwise wait up to its idle period, 10 s)
+	my $prompt = sub {
+		my ($what) = @_;
+		my $t = time();
+		my $ok = wait_for("$what reaches Chroma without chroma_flush", 4,
+			sub { (rest_read($sub, $coll{lr5}, 'lr5'))[0] == 0 });
+		note(sprintf('%s: in Chroma after %.1f s', $what, time() - $t));
+		return $ok;
+	};
+	ppub(rows_sql('lr5', 1, 30, 'g % 30', 0));
+	catchup('sub5');
+	ok($prompt->('a committed transaction'), 'the rows of a transaction committed by apply reach Chroma within 4 s');
+	rest_equal($sub, 'lr5', $coll{lr5}, 'lr5 after a committed transaction');
+
+	# PREPARE on the publisher: prepared on the subscriber, nothing visible
+	pause_empty('lr5');
+	ppub("BEGIN;\n" . rows_sql('lr5', 101, 140, 'g % 30', 1)
+		  . ";\nUPDATE lr5 SET region = (region + 15) % 30, doc = 'moved in 2pc' WHERE id BETWEEN 1 AND 10;\nPREPARE TRANSACTION 'p1';");
+	catchup('sub5');
+	is(psub(q{SELECT count(*) FROM pg_prepared_xacts WHERE gid LIKE 'pg_gid_%'}), '1', 'the apply worker prepared the transaction');
+	is(queue_of($sub, $coll{lr5}), '0|0|0', 'nothing of it is visible in the queue');
+	ppub("COMMIT PREPARED 'p1'");
+	catchup('sub5');
+	is(psub(q{SELECT count(*) FROM pg_prepared_xacts}), '0', 'COMMIT PREPARED applied');
+	is(queue_of($sub, $coll{lr5}), '60|60|0', 'then 40 inserts and 10 moves: 60 keys, once each');
+	# ROLLBACK PREPARED: nothing
+	ppub("BEGIN;\n" . rows_sql('lr5', 201, 210, 'g % 30', 1) . ";\nDELETE FROM lr5 WHERE id BETWEEN 11 AND 20;\nPREPARE TRANSACTION 'p2';");
+	catchup('sub5');
+	ppub("ROLLBACK PREPARED 'p2'");
+	catchup('sub5');
+	is(queue_of($sub, $coll{lr5}), '60|60|0', 'a transaction prepared then rolled back queued nothing');
+	psub("SELECT chroma_resume('lr5')");
+	rest_equal($sub, 'lr5', $coll{lr5}, 'lr5 after COMMIT PREPARED and ROLLBACK PREPARED');
+
+	# the worker has just caught up and idles: a COMMIT PREPARED applied now
+	ppub("BEGIN;\n" . rows_sql('lr5', 301, 330, 'g % 30', 2) . ";\nPREPARE TRANSACTION 'p3';");
+	catchup('sub5');
+	ppub("COMMIT PREPARED 'p3'");
+	catchup('sub5');
+	ok($prompt->('a transaction committed by COMMIT PREPARED'),
+		'the rows of a prepared transaction committed by apply reach Chroma within 4 s');
+	rest_equal($sub, 'lr5', $coll{lr5}, 'lr5 after COMMIT PREPARED');
+	same_rows('lr5', 'lr5');
+}), 'lr5';
+
 is(psub('SELECT count(*) FROM chroma_sync.failed'), '0', 'nothing in chroma_sync.failed');
 is(psub(q{SELECT string_agg(source || ':' || state, ',' ORDER BY source::text) FROM chroma_sync.status}),
-	'lr1:syncing,lr2:syncing,lr3:syncing,lr4:syncing', 'four mirrors, none paused or in error');
-$sub->safe_psql('postgres', "DROP SUBSCRIPTION $_") for qw(sub1 sub2 sub3 sub4);
-psub("SELECT chroma_unmirror('$_', drop_collection => true)") for qw(lr1 lr2 lr3 lr4);
+	'lr1:syncing,lr2:syncing,lr3:syncing,lr4:syncing,lr5:syncing', 'five mirrors, none paused or in error');
+$sub->safe_psql('postgres', "DROP SUBSCRIPTION $_") for qw(sub1 sub2 sub3 sub4 sub5);
+psub("SELECT chroma_unmirror('$_', drop_collection => true)") for qw(lr1 lr2 lr3 lr4 lr5);
 diag(sprintf('204_partitioned_logical_replication: %.1f s (server %s)', time() - $T0, $ENV{CHROMA_SERVER} // 'old'));
 $pub->stop;
 finish($sub, $log0);
