@@ -26,6 +26,12 @@
 #      collection to the subscriber.
 #   4. lr4: initial table sync (copy_data = true) of 400 rows into a mirrored partitioned
 #      table: 400 keys queued once, then the collection equal; streaming afterwards.
+#   5. lr5, a subscription with two_phase = true: a transaction prepared on the publisher
+#      is prepared on the subscriber (nothing visible in the queue), COMMIT PREPARED queues
+#      its keys once (row movement included), ROLLBACK PREPARED nothing; the records of a
+#      COMMIT PREPARED reach Chroma without chroma_flush within 4 s, as those of a commit
+#      (the apply worker commits without a COMMIT PREPARED statement: it waited for the
+#      worker's idle timeout before).
 use strict;
 use warnings;
 
