@@ -126,6 +126,24 @@ chroma_check_worker_slot(Oid dboid)
 				 errhint("Unmirror the tables of a database that no longer needs them, or leave it out of chroma_sync.worker_databases.")));
 }
 
+/* Sets the latch of the worker of dboid if it runs; starts none. */
+void
+chroma_wake_running_worker(Oid dboid)
+{
+	DbWorkerSlot *slot;
+	Latch	   *latch = NULL;
+
+	if (chroma_shared == NULL)
+		return;
+	LWLockAcquire(chroma_shared->lock, LW_SHARED);
+	slot = chroma_find_slot(dboid);
+	if (slot != NULL && slot->state == DBW_RUNNING && slot->latch != NULL)
+		latch = slot->latch;
+	LWLockRelease(chroma_shared->lock);
+	if (latch)
+		SetLatch(latch);
+}
+
 void
 chroma_wake_worker(Oid dboid)
 {

@@ -93,6 +93,7 @@ extern void chroma_check_worker_slot(Oid dboid);
 
 /* Wakes this database's worker; asks the launcher to start one when none runs. */
 extern void chroma_wake_worker(Oid dboid);
+extern void chroma_wake_running_worker(Oid dboid);
 
 /* Tells waiters (chroma_flush) that a worker made progress. */
 extern void chroma_report_progress(void);

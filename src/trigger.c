@@ -109,6 +109,16 @@ typedef struct TruncatingRoot
 static TruncatingRoot truncating[MAX_TRACKED];
 static int	ntruncating = 0;
 
+/*
+ * This backend prepared a transaction that queued keys. Its COMMIT PREPARED wakes the
+ * worker when it is a statement (utility_hook.c), but a logical replication apply worker
+ * (a subscription with two_phase = true) commits what it prepared without one
+ * (FinishPreparedTransaction): from then on, each commit of this backend sets the running
+ * worker's latch (a shared lock and SetLatch), so those keys do not wait for its idle
+ * timeout. An apply worker restarted between PREPARE and COMMIT PREPARED forgets it.
+ */
+static bool wake_after_prepare = false;
+
 static void flush_pending(void);
 static void capture_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 									 SubTransactionId parentSubid, void *arg);
@@ -138,10 +148,14 @@ capture_xact_callback(XactEvent event, void *arg)
 			chroma_config_xact_end(true);
 			if (xact_wake)
 				chroma_wake_worker(MyDatabaseId);
+			else if (wake_after_prepare)
+				chroma_wake_running_worker(MyDatabaseId);
 			pg_fallthrough;
 		case XACT_EVENT_ABORT:
 		case XACT_EVENT_PARALLEL_ABORT:
 		case XACT_EVENT_PREPARE:
+			if (event == XACT_EVENT_PREPARE && xact_wake)
+				wake_after_prepare = true;
 			chroma_config_xact_end(false);
 			xact_wake = false;
 			pending = NULL;		/* TopTransactionContext is gone */
