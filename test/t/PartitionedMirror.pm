@@ -84,7 +84,8 @@ sub rest_read
 }
 
 # chroma_flush, chroma_verify and the REST comparison of the mirror of SOURCE into COLL
-# with the rows of FROM (default SOURCE). Options: from, flush_timeout, verify => 0.
+# with the rows of FROM (default SOURCE). Options: from, flush_timeout (also chroma_verify's,
+# when longer than 300 s), verify => 0.
 sub rest_equal
 {
 	my ($node, $source, $coll, $name, %opt) = @_;
@@ -100,7 +101,8 @@ sub rest_equal
 	if ($opt{verify} // 1)
 	{
 		$all &= is($node->safe_psql('postgres',
-				"SELECT rows, missing, extra, different FROM chroma_verify('$source', '$coll')", timeout => 300),
+				"SELECT rows, missing, extra, different FROM chroma_verify('$source', '$coll')",
+				timeout => $timeout > 300 ? $timeout : 300),
 			"$nrows|0|0|0", "$name: chroma_verify('$source') reports $nrows rows, 0 missing, 0 extra, 0 different");
 	}
 	$all &= is($bad, 0, "$name: the collection $coll read over the REST API equals $from ($summary)");
