@@ -234,11 +234,16 @@ BEGIN
 						pg_catalog.format('chroma_sync_%s_truncate', m.mirror_id),
 						pg_catalog.format('chroma_sync_%s_flush', m.mirror_id)]);
 			IF disabled IS NOT NULL THEN
+				-- paused, not only in error: the worker's next batch would clear in_error,
+				-- and the trigger may be ALWAYS again before it looks (TAP 216)
 				UPDATE chroma_sync.mirror
 					SET in_error = true, last_error_at = pg_catalog.now(),
 						last_error = pg_catalog.format('trigger %s is not ENABLE ALWAYS: changes may be missed; '
-							'run ALTER TABLE %s ENABLE ALWAYS TRIGGER ..., then chroma_resync()', disabled,
-							c.objid::pg_catalog.regclass)
+							'run ALTER TABLE %s ENABLE ALWAYS TRIGGER ..., then chroma_resume() and chroma_resync()',
+							disabled, c.objid::pg_catalog.regclass),
+						paused = true
+					WHERE mirror_id OPERATOR(pg_catalog.=) m.mirror_id;
+				UPDATE chroma_sync.mirror SET paused_reason = last_error
 					WHERE mirror_id OPERATOR(pg_catalog.=) m.mirror_id;
 			END IF;
 		END LOOP;

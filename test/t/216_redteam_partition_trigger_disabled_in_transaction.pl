@@ -73,4 +73,18 @@ ok($dv eq '4|0|0|0' || $ds =~ /^(error|paused) .*ENABLE ALWAYS/,
 	'partition: the bypass is reported, or the collection converges anyway')
   or diag("dt status: $ds; chroma_verify rows|missing|extra|different: $dv");
 
+# the report stays until the user acts: the worker's next batches (a later change of each
+# table) do not clear it
+$node->safe_psql('postgres', q{UPDATE pl SET doc = 'later' WHERE id = 3; UPDATE dt SET doc = 'later' WHERE id = 3;});
+sleep 3;
+($ps) = $flagged->('pl');
+like($ps, qr/^paused .*not ENABLE ALWAYS/, 'plain table: still paused with the reason after later changes');
+($ds, $dv) = $flagged->('dt');
+like($ds, qr/^paused .*not ENABLE ALWAYS/, 'partition: still paused with the reason after later changes');
+# chroma_resume and chroma_resync repair it
+$node->safe_psql('postgres', q{SELECT chroma_resume('dt'); SELECT chroma_resync('dt');});
+is($node->safe_psql('postgres', "SELECT chroma_flush('dt', interval '60 seconds')"), 't', 'dt resumed and resynced');
+is($node->safe_psql('postgres', q{SELECT rows, missing, extra, different FROM chroma_verify('dt')}) =~ s/^\d+\|//r,
+	'0|0|0', 'dt: the collection equals the table after chroma_resume and chroma_resync');
+
 finish($node, $log0);
