@@ -169,7 +169,7 @@ trigger_guard_pre_commit(void)
 
 			values[0] = Int32GetDatum(d->mirror_id);
 			values[1] = ObjectIdGetDatum(d->relid);
-			values[2] = CStringGetTextDatum(psprintf("trigger %s was dropped from %s: changes made without "
+			values[2] = CStringGetTextDatum(psprintf("trigger %s of %s was dropped: changes made without "
 													 "it were not captured; unmirror and mirror the table "
 													 "again (or, if it is back, chroma_resume() and "
 													 "chroma_resync())",
