@@ -40,7 +40,6 @@
 #include "mirror_columns.h"
 #include "mirror_config.h"
 #include "partition.h"
-#include "trigger_guard.h"
 #include "ownership.h"
 #include "shared.h"
 #include "sync.h"
@@ -805,7 +804,6 @@ chroma_unmirror(PG_FUNCTION_ARGS)
 	SPI_connect();
 	spi_exec("SELECT 1 FROM chroma_sync.mirror WHERE mirror_id = $1 FOR UPDATE",
 			 1, types, values, SPI_OK_SELECT);
-	trigger_guard_own_begin();	/* (reset at the end of the transaction on error) */
 	spi_exec(psprintf("DROP TRIGGER IF EXISTS chroma_sync_%d ON %s",
 					  m->mirror_id, qualified_name(relid)), 0, NULL, NULL, SPI_OK_UTILITY);
 	spi_exec(psprintf("DROP TRIGGER IF EXISTS chroma_sync_%d_truncate ON %s",
@@ -818,7 +816,6 @@ chroma_unmirror(PG_FUNCTION_ARGS)
 						  m->mirror_id, qualified_name(relid)), 0, NULL, NULL, SPI_OK_UTILITY);
 		partition_leaf_triggers(m->mirror_id, relid, false);
 	}
-	trigger_guard_own_end();
 	spi_exec("DELETE FROM chroma_sync.queue WHERE mirror_id = $1", 1, types, values, SPI_OK_DELETE);
 	spi_exec("DELETE FROM chroma_sync.failed WHERE mirror_id = $1", 1, types, values, SPI_OK_DELETE);
 	sync_unknown_forget_mirror(m->mirror_id);

@@ -24,7 +24,6 @@
 #include "utils/fmgroids.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
-#include "utils/snapmgr.h"
 #include "utils/syscache.h"
 
 #include "trigger.h"
@@ -150,14 +149,7 @@ trigger_guard_pre_commit(void)
 	{
 		ChromaSavedUser su;
 		Oid			types[3] = {INT4OID, OIDOID, TEXTOID};
-		bool		pushed = false;
 
-		/* (at PRE_COMMIT no statement's snapshot is active any more) */
-		if (!ActiveSnapshotSet())
-		{
-			PushActiveSnapshot(GetTransactionSnapshot());
-			pushed = true;
-		}
 		chroma_become_extension_owner(&su);
 		if (SPI_connect() != SPI_OK_CONNECT)
 			elog(ERROR, "SPI_connect failed");
@@ -186,8 +178,6 @@ trigger_guard_pre_commit(void)
 		}
 		SPI_finish();
 		chroma_restore_user(&su);
-		if (pushed)
-			PopActiveSnapshot();
 	}
 }
 
