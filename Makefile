@@ -5,7 +5,6 @@ MODULE_big = chroma_sync
 OBJS = \
 	src/chroma_sync.o \
 	src/partition.o \
-	src/trigger_guard.o \
 	src/encode.o \
 	src/base64.o \
 	src/http.o \

@@ -17,8 +17,6 @@
  *    OWNED): its rows are queued before it goes (the object access hook), unless the
  *    partitioned table itself is dropped by the same DROP TABLE.
  *
- * The same hook tells trigger_guard.c of every trigger dropped.
- *
  * Every key is queued in the DDL's own transaction: a rolled-back DDL queues nothing, a
  * committed one cannot lose its keys.
  */
@@ -30,7 +28,6 @@
 #include "catalog/partition.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_inherits.h"
-#include "catalog/pg_trigger.h"
 #include "commands/extension.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
@@ -44,7 +41,6 @@
 #include "mirror_config.h"
 #include "partition.h"
 #include "trigger.h"
-#include "trigger_guard.h"
 
 static object_access_hook_type prev_object_access = NULL;
 
@@ -202,8 +198,6 @@ partition_leaf_triggers(int mirror_id, Oid relid, bool create)
 
 	chroma_become_extension_owner(&su);
 	connected = SPI_connect() == SPI_OK_CONNECT;
-	if (!create)
-		trigger_guard_own_begin();	/* (reset at the end of the transaction on error) */
 	foreach(lc, rels)
 	{
 		Oid			leaf = lfirst_oid(lc);
@@ -227,8 +221,6 @@ partition_leaf_triggers(int mirror_id, Oid relid, bool create)
 								 q, mirror_id), false, 0) != SPI_OK_UTILITY)
 			elog(ERROR, "could not create the TRUNCATE trigger of partition %s", q);
 	}
-	if (!create)
-		trigger_guard_own_end();
 	if (connected)
 		SPI_finish();
 	chroma_restore_user(&su);
@@ -453,8 +445,6 @@ partition_object_access(ObjectAccessType access, Oid classId, Oid objectId, int 
 {
 	if (prev_object_access)
 		prev_object_access(access, classId, objectId, subId, arg);
-	if (access == OAT_DROP && classId == TriggerRelationId)
-		trigger_guard_dropped(objectId);
 	if (access != OAT_DROP || classId != RelationRelationId || subId != 0)
 		return;
 	if (get_rel_relkind(objectId) != RELKIND_RELATION || !get_rel_relispartition(objectId))

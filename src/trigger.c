@@ -43,7 +43,6 @@
 #include "pg_compat.h"
 #include "shared.h"
 #include "trigger.h"
-#include "trigger_guard.h"
 
 PG_FUNCTION_INFO_V1(chroma_sync_capture);
 
@@ -143,7 +142,6 @@ capture_xact_callback(XactEvent event, void *arg)
 		case XACT_EVENT_PRE_COMMIT:
 		case XACT_EVENT_PRE_PREPARE:
 			flush_pending();
-			trigger_guard_pre_commit();
 			break;
 		case XACT_EVENT_COMMIT:
 		case XACT_EVENT_PARALLEL_COMMIT:
@@ -159,7 +157,6 @@ capture_xact_callback(XactEvent event, void *arg)
 			if (event == XACT_EVENT_PREPARE && xact_wake)
 				wake_after_prepare = true;
 			chroma_config_xact_end(false);
-			trigger_guard_xact_end();
 			xact_wake = false;
 			pending = NULL;		/* TopTransactionContext is gone */
 			npending = cap_pending = npending_outer = 0;
