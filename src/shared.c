@@ -126,21 +126,34 @@ chroma_check_worker_slot(Oid dboid)
 				 errhint("Unmirror the tables of a database that no longer needs them, or leave it out of chroma_sync.worker_databases.")));
 }
 
-/* Sets the latch of the worker of dboid if it runs; starts none. */
-void
-chroma_wake_running_worker(Oid dboid)
+/*
+ * The latch of dboid's running worker, looked up under a shared lock; with
+ * woken_only, only when a wake-up is already pending for it. NULL otherwise.
+ */
+static Latch *
+running_worker_latch(Oid dboid, bool woken_only)
 {
 	DbWorkerSlot *slot;
 	Latch	   *latch = NULL;
 
-	if (chroma_shared == NULL)
-		return;
 	LWLockAcquire(chroma_shared->lock, LW_SHARED);
 	slot = chroma_find_slot(dboid);
-	if (slot != NULL && slot->state == DBW_RUNNING && slot->latch != NULL)
+	if (slot != NULL && slot->state == DBW_RUNNING && slot->latch != NULL &&
+		(!woken_only || slot->wake_pending))
 		latch = slot->latch;
 	LWLockRelease(chroma_shared->lock);
-	if (latch)
+	return latch;
+}
+
+/* Sets the latch of the worker of dboid if it runs; starts none. */
+void
+chroma_wake_running_worker(Oid dboid)
+{
+	Latch	   *latch;
+
+	if (chroma_shared == NULL)
+		return;
+	if ((latch = running_worker_latch(dboid, false)) != NULL)
 		SetLatch(latch);
 }
 
@@ -154,11 +167,7 @@ chroma_wake_worker(Oid dboid)
 	if (chroma_shared == NULL)
 		return;
 	/* the common case, a running worker that was already woken: a shared lock is enough */
-	LWLockAcquire(chroma_shared->lock, LW_SHARED);
-	slot = chroma_find_slot(dboid);
-	if (slot != NULL && slot->state == DBW_RUNNING && slot->latch != NULL && slot->wake_pending)
-		latch = slot->latch;
-	LWLockRelease(chroma_shared->lock);
+	latch = running_worker_latch(dboid, true);
 	if (latch)
 	{
 		SetLatch(latch);
