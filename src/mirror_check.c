@@ -25,10 +25,65 @@
 #include "mirror_check.h"
 
 /*
+ * Whether pg_trigger tuple tup (of a table of pg_trigger descriptor desc) is mirror_id's
+ * own trigger for the events of type: chroma_sync.capture with the mirror id, no WHEN, no
+ * column list. Its name and whether it is enabled are the caller's to check.
+ */
+bool
+mirror_trigger_own(HeapTuple tup, TupleDesc desc, int mirror_id, int16 type)
+{
+	Form_pg_trigger t = (Form_pg_trigger) GETSTRUCT(tup);
+	char	   *fname = get_func_name(t->tgfoid);
+	bool		isnull;
+	Datum		args;
+	bytea	   *b;
+	char	   *want;
+
+	if (!(t->tgtype == type && t->tgnargs == 1 && t->tgattr.dim1 == 0 &&
+		  heap_attisnull(tup, Anum_pg_trigger_tgqual, desc) &&
+		  fname != NULL && strcmp(fname, "capture") == 0 &&
+		  get_func_namespace(t->tgfoid) == get_namespace_oid("chroma_sync", true)))
+		return false;
+	args = heap_getattr(tup, Anum_pg_trigger_tgargs, desc, &isnull);
+	if (isnull)
+		return false;
+	b = DatumGetByteaPP(args);
+	want = psprintf("%d", mirror_id);
+	/* tgargs: each argument followed by a NUL */
+	return VARSIZE_ANY_EXHDR(b) == strlen(want) + 1 &&
+		memcmp(VARDATA_ANY(b), want, strlen(want) + 1) == 0;
+}
+
+/*
+ * Whether leaf partition relid has mirror_id's own BEFORE TRUNCATE trigger, by whatever
+ * name, firing ALWAYS: whether a TRUNCATE of it reaches the queue.
+ */
+bool
+mirror_leaf_truncate_captured(Oid relid, int mirror_id)
+{
+	Relation	rel = table_open(TriggerRelationId, AccessShareLock);
+	ScanKeyData key[1];
+	SysScanDesc scan;
+	HeapTuple	tup;
+	bool		found = false;
+
+	ScanKeyInit(&key[0], Anum_pg_trigger_tgrelid, BTEqualStrategyNumber, F_OIDEQ,
+				ObjectIdGetDatum(relid));
+	scan = systable_beginscan(rel, TriggerRelidNameIndexId, true, NULL, 1, key);
+	while (!found && HeapTupleIsValid(tup = systable_getnext(scan)))
+		found = ((Form_pg_trigger) GETSTRUCT(tup))->tgenabled == TRIGGER_FIRES_ALWAYS &&
+			mirror_trigger_own(tup, RelationGetDescr(rel), mirror_id,
+							   TRIGGER_TYPE_BEFORE | TRIGGER_TYPE_TRUNCATE);
+	systable_endscan(scan);
+	table_close(rel, AccessShareLock);
+	return found;
+}
+
+/*
  * What is wrong with the capture trigger name of relid, or NULL: it must be there, fire
- * ALWAYS, and be the mirror's own (chroma_sync.capture with the mirror id, for the events
- * of type, no WHEN, no column list): the owner of a partition owned by another role than
- * the mirrored table's could otherwise put a trigger of their own under its name.
+ * ALWAYS, and be the mirror's own (mirror_trigger_own): the owner of a partition owned by
+ * another role than the mirrored table's could otherwise put a trigger of their own under
+ * its name.
  */
 static char *
 trigger_problem(Oid relid, const char *name, int mirror_id, int16 type)
@@ -48,25 +103,8 @@ trigger_problem(Oid relid, const char *name, int mirror_id, int16 type)
 	tup = systable_getnext(scan);
 	if (HeapTupleIsValid(tup))
 	{
-		Form_pg_trigger t = (Form_pg_trigger) GETSTRUCT(tup);
-		char	   *fname = get_func_name(t->tgfoid);
-
-		state = t->tgenabled;
-		own = t->tgtype == type && t->tgnargs == 1 && t->tgattr.dim1 == 0 &&
-			heap_attisnull(tup, Anum_pg_trigger_tgqual, RelationGetDescr(rel)) &&
-			fname != NULL && strcmp(fname, "capture") == 0 &&
-			get_func_namespace(t->tgfoid) == get_namespace_oid("chroma_sync", false);
-		if (own)
-		{
-			bool		isnull;
-			Datum		args = heap_getattr(tup, Anum_pg_trigger_tgargs, RelationGetDescr(rel), &isnull);
-			bytea	   *b = isnull ? NULL : DatumGetByteaPP(args);
-			char	   *want = psprintf("%d", mirror_id);
-
-			/* tgargs: each argument followed by a NUL */
-			own = b != NULL && VARSIZE_ANY_EXHDR(b) == strlen(want) + 1 &&
-				memcmp(VARDATA_ANY(b), want, strlen(want) + 1) == 0;
-		}
+		state = ((Form_pg_trigger) GETSTRUCT(tup))->tgenabled;
+		own = mirror_trigger_own(tup, RelationGetDescr(rel), mirror_id, type);
 	}
 	systable_endscan(scan);
 	table_close(rel, AccessShareLock);

@@ -8,7 +8,9 @@
  * of the mirror, which queues the key of each of its rows (trigger.c), so that a TRUNCATE
  * of one partition takes only its records out of the collection. Here:
  *
- *  - ATTACH PARTITION: the attached table's rows are queued, its leaves get the trigger;
+ *  - ATTACH PARTITION: the attached table's rows are queued, its leaves get the trigger
+ *    (only its leaves: a leaf of the tree whose trigger was dropped keeps lacking it, for
+ *    the worker's check to pause the mirror, TAP 217);
  *  - CREATE TABLE ... PARTITION OF: the new leaf gets the trigger (it is empty);
  *  - DETACH PARTITION (also CONCURRENTLY, FINALIZE): once detached, its rows are queued
  *    (the worker finds them absent from the partitioned table and deletes them) and the
@@ -17,35 +19,61 @@
  *    OWNED): its rows are queued before it goes (the object access hook), unless the
  *    partitioned table itself is dropped by the same DROP TABLE.
  *
+ * A leaf that leaves the tree (DETACH, DROP) lacking the mirror's TRUNCATE trigger, which
+ * its owner may drop, may have been truncated unseen, and the worker's check of the tree
+ * will no longer see it: the mirror is paused in the DDL's transaction, for a resync.
+ *
  * Every key is queued in the DDL's own transaction: a rolled-back DDL queues nothing, a
  * committed one cannot lose its keys.
  */
 #include "postgres.h"
 
+#include "access/genam.h"
+#include "access/htup_details.h"
 #include "access/table.h"
 #include "catalog/namespace.h"
 #include "catalog/objectaccess.h"
 #include "catalog/partition.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_inherits.h"
+#include "catalog/pg_trigger.h"
+#include "catalog/pg_type.h"
+#include "commands/trigger.h"
 #include "commands/extension.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
 #include "nodes/parsenodes.h"
 #include "storage/lmgr.h"
 #include "utils/builtins.h"
+#include "utils/fmgroids.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
 
+#include "mirror_check.h"
 #include "mirror_config.h"
 #include "partition.h"
+#include "shared.h"
 #include "trigger.h"
 
 static object_access_hook_type prev_object_access = NULL;
 
 /* Partitioned tables a DROP TABLE running now drops (their mirrors go with them). */
 static List *dropping_roots = NIL;
+
+/*
+ * The mirrors' own TRUNCATE triggers (enabled ALWAYS) of partitions that the utility
+ * statement running now dropped: a leaf dropped by the statement had its trigger until
+ * then (the trigger goes first, as the leaf's dependent). Reset as each utility statement
+ * begins, so a trigger dropped by an earlier statement is not taken for one.
+ */
+typedef struct DroppedCapture
+{
+	Oid			leaf;
+	int			mirror_id;
+} DroppedCapture;
+
+static List *captures_dropped = NIL;
 
 /* Whether this database has the extension (the hooks run in every database). */
 static bool
@@ -208,7 +236,9 @@ partition_leaf_triggers(int mirror_id, Oid relid, bool create)
 		q = qualified(leaf);
 		if (!create)
 		{
-			if (SPI_execute(psprintf("DROP TRIGGER IF EXISTS chroma_sync_%d_truncate ON %s",
+			/* (gone already: no NOTICE of DROP TRIGGER IF EXISTS for the user) */
+			if (OidIsValid(get_trigger_oid(leaf, psprintf("chroma_sync_%d_truncate", mirror_id), true)) &&
+				SPI_execute(psprintf("DROP TRIGGER chroma_sync_%d_truncate ON %s",
 									 mirror_id, q), false, 0) != SPI_OK_UTILITY)
 				elog(ERROR, "could not drop the TRUNCATE trigger of partition %s", q);
 			continue;
@@ -257,6 +287,77 @@ partition_set_read_lock(Oid relid)
 										 AccessShareLock);
 }
 
+/*
+ * Pauses mirror_id in the running transaction: leaf left the tree (how: "detached",
+ * "dropped") without the mirror's TRUNCATE trigger, so a TRUNCATE of it may never have
+ * reached the queue, and the worker's check of the tree no longer sees it.
+ */
+static void
+pause_for_leaf(int mirror_id, Oid leaf, const char *how)
+{
+	ChromaSavedUser su;
+	Oid			types[2] = {INT4OID, TEXTOID};
+	Datum		values[2];
+	char	   *reason;
+
+	reason = psprintf("partition %s was %s without the mirror's TRUNCATE trigger "
+					  "chroma_sync_%d_truncate (dropped, replaced or disabled): a TRUNCATE of it "
+					  "may not have reached the collection; run chroma_resume() and chroma_resync()",
+					  get_rel_name(leaf), how, mirror_id);
+	ereport(WARNING,
+			(errmsg("mirror %d is paused: %s", mirror_id, reason)));
+	values[0] = Int32GetDatum(mirror_id);
+	values[1] = CStringGetTextDatum(reason);
+	chroma_become_extension_owner(&su);
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	if (SPI_execute_with_args("UPDATE chroma_sync.mirror SET paused = true, paused_reason = $2, "
+							  "in_error = true, last_error = $2, last_error_at = pg_catalog.now() "
+							  "WHERE mirror_id OPERATOR(pg_catalog.=) $1",
+							  2, types, values, NULL, false, 0) != SPI_OK_UPDATE)
+		elog(ERROR, "could not pause mirror %d", mirror_id);
+	SPI_finish();
+	chroma_restore_user(&su);
+	chroma_bump_config();
+	chroma_wake_at_commit();
+}
+
+/* Pauses each mirror of mirrors with a leaf at or under relid lacking its TRUNCATE trigger. */
+static void
+check_leaving_leaves(Oid relid, List *mirrors, const char *how)
+{
+	List	   *rels = find_all_inheritors(relid, NoLock, NULL);
+	ListCell   *lm;
+	ListCell   *lc;
+
+	foreach(lm, mirrors)
+	{
+		MirrorConfig *m = (MirrorConfig *) lfirst(lm);
+
+		foreach(lc, rels)
+		{
+			Oid			leaf = lfirst_oid(lc);
+
+			if (get_rel_relkind(leaf) == RELKIND_RELATION &&
+				!mirror_leaf_truncate_captured(leaf, m->mirror_id))
+			{
+				pause_for_leaf(m->mirror_id, leaf, how);
+				break;
+			}
+		}
+	}
+}
+
+/*
+ * What a utility statement changes of partitions, noted before it runs: what it detaches
+ * and the leaves under the table an ALTER TABLE alters.
+ */
+typedef struct PartitionStmt
+{
+	List	   *leaving;		/* Leaving */
+	List	   *leaves_before;	/* oids */
+} PartitionStmt;
+
 /* A partition leaving mirrors (DETACH), remembered until the statement is done. */
 typedef struct Leaving
 {
@@ -272,23 +373,30 @@ partition_relid(PartitionCmd *pc)
 
 /*
  * Before a utility statement: what partitions it detaches belong to (afterwards they
- * belong to nothing), and which partitioned tables a DROP TABLE drops.
+ * belong to nothing), the leaves under the table an ALTER TABLE alters, and which
+ * partitioned tables a DROP TABLE drops.
  */
-List *
+void *
 partition_utility_before(Node *stmt, int *saved)
 {
-	List	   *leaving = NIL;
+	PartitionStmt *ps = palloc0(sizeof(PartitionStmt));
 	ListCell   *lc;
 
 	*saved = list_length(dropping_roots);
+	list_free_deep(captures_dropped);
+	captures_dropped = NIL;
 
 	if (IsA(stmt, AlterTableStmt) && ((AlterTableStmt *) stmt)->objtype == OBJECT_TABLE)
 	{
+		bool		partitions = false;
+
 		foreach(lc, ((AlterTableStmt *) stmt)->cmds)
 		{
 			AlterTableCmd *cmd = (AlterTableCmd *) lfirst(lc);
 			Oid			relid;
 
+			if (cmd->def != NULL && IsA(cmd->def, PartitionCmd))
+				partitions = true;
 			if (cmd->subtype != AT_DetachPartition && cmd->subtype != AT_DetachPartitionFinalize)
 				continue;
 			relid = partition_relid((PartitionCmd *) cmd->def);
@@ -302,9 +410,18 @@ partition_utility_before(Node *stmt, int *saved)
 
 					l->relid = relid;
 					l->mirrors = mirrors;
-					leaving = lappend(leaving, l);
+					ps->leaving = lappend(ps->leaving, l);
+					/* a FINALIZE finds the triggers as the first DETACH left them */
+					check_leaving_leaves(relid, mirrors, "detached");
 				}
 			}
+		}
+		if (partitions)
+		{
+			Oid			relid = RangeVarGetRelid(((AlterTableStmt *) stmt)->relation, NoLock, true);
+
+			if (OidIsValid(relid) && get_rel_relkind(relid) == RELKIND_PARTITIONED_TABLE)
+				ps->leaves_before = find_all_inheritors(relid, NoLock, NULL);
 		}
 	}
 	else if (IsA(stmt, DropStmt) && ((DropStmt *) stmt)->removeType == OBJECT_TABLE &&
@@ -324,7 +441,7 @@ partition_utility_before(Node *stmt, int *saved)
 			}
 		}
 	}
-	return leaving;
+	return ps;
 }
 
 /*
@@ -342,12 +459,13 @@ created_relid(RangeVar *rv)
 
 /* Keys and triggers of the partitions a statement attached, created or detached. */
 void
-partition_utility_after(Node *stmt, List *leaving)
+partition_utility_after(Node *stmt, void *state)
 {
+	PartitionStmt *ps = (PartitionStmt *) state;
 	ListCell   *lc;
 	ListCell   *lm;
 
-	foreach(lc, leaving)
+	foreach(lc, ps->leaving)
 	{
 		Leaving    *l = (Leaving *) lfirst(lc);
 
@@ -393,18 +511,28 @@ partition_utility_after(Node *stmt, List *leaving)
 		}
 		if (new_partitions)
 		{
-			/* every leaf under the table altered has the TRUNCATE trigger of each mirror */
+			/*
+			 * Each leaf the statement put under the table altered gets the TRUNCATE
+			 * trigger of each mirror; a leaf that was there keeps its triggers as they
+			 * are (one its owner dropped is for the worker's check to find: TAP 217).
+			 */
 			Oid			relid = RangeVarGetRelid(((AlterTableStmt *) stmt)->relation, NoLock, true);
 
 			if (OidIsValid(relid))
 			{
+				List	   *now = find_all_inheritors(relid, NoLock, NULL);
+				List	   *added = list_difference_oid(now, ps->leaves_before);
+
 				lock_partition_set(mirrors_above(relid, true));
 				foreach(lm, mirrors_above(relid, true))
 				{
 					MirrorConfig *m = (MirrorConfig *) lfirst(lm);
+					ListCell   *la;
 
 					partition_check_leaves(relid, get_rel_name(m->relid));
-					partition_leaf_triggers(m->mirror_id, relid, true);
+					foreach(la, added)
+						if (get_rel_relkind(lfirst_oid(la)) == RELKIND_RELATION)
+							partition_leaf_triggers(m->mirror_id, lfirst_oid(la), true);
 				}
 			}
 		}
@@ -436,15 +564,86 @@ partition_utility_done(int saved)
 }
 
 /*
+ * A trigger about to be dropped: noted in captures_dropped if it is a mirror's own
+ * TRUNCATE trigger of a partition, firing ALWAYS.
+ */
+static void
+note_capture_dropped(Oid trigger_oid)
+{
+	Relation	rel;
+	ScanKeyData key[1];
+	SysScanDesc scan;
+	HeapTuple	tup;
+
+	if (!extension_here())
+		return;
+	rel = table_open(TriggerRelationId, AccessShareLock);
+	ScanKeyInit(&key[0], Anum_pg_trigger_oid, BTEqualStrategyNumber, F_OIDEQ,
+				ObjectIdGetDatum(trigger_oid));
+	scan = systable_beginscan(rel, TriggerOidIndexId, true, NULL, 1, key);
+	tup = systable_getnext(scan);
+	if (HeapTupleIsValid(tup))
+	{
+		Form_pg_trigger t = (Form_pg_trigger) GETSTRUCT(tup);
+		bool		isnull;
+		Datum		args = heap_getattr(tup, Anum_pg_trigger_tgargs, RelationGetDescr(rel), &isnull);
+
+		if (t->tgtype == (TRIGGER_TYPE_BEFORE | TRIGGER_TYPE_TRUNCATE) && t->tgnargs == 1 &&
+			t->tgenabled == TRIGGER_FIRES_ALWAYS && !isnull &&
+			get_rel_relispartition(t->tgrelid))
+		{
+			bytea	   *b = DatumGetByteaPP(args);
+			char	   *text = pnstrdup(VARDATA_ANY(b), VARSIZE_ANY_EXHDR(b));
+			int			mirror_id = atoi(text);
+
+			if (mirror_id > 0 && mirror_trigger_own(tup, RelationGetDescr(rel), mirror_id, t->tgtype))
+			{
+				MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
+				DroppedCapture *d = palloc(sizeof(DroppedCapture));
+
+				d->leaf = t->tgrelid;
+				d->mirror_id = mirror_id;
+				captures_dropped = lappend(captures_dropped, d);
+				MemoryContextSwitchTo(old);
+			}
+		}
+	}
+	systable_endscan(scan);
+	table_close(rel, AccessShareLock);
+}
+
+/* Whether the statement running now dropped leaf's TRUNCATE trigger of mirror_id. */
+static bool
+dropped_with_capture(Oid leaf, int mirror_id)
+{
+	ListCell   *lc;
+
+	foreach(lc, captures_dropped)
+	{
+		DroppedCapture *d = (DroppedCapture *) lfirst(lc);
+
+		if (d->leaf == leaf && d->mirror_id == mirror_id)
+			return true;
+	}
+	return false;
+}
+
+/*
  * A leaf partition about to be dropped, by whatever statement: its rows are queued while
  * they can still be read, for each mirror of a partitioned table above it that is not
- * dropped itself by the same DROP TABLE.
+ * dropped itself by the same DROP TABLE. A leaf that had lost its TRUNCATE trigger before
+ * the statement pauses the mirror.
  */
 static void
 partition_object_access(ObjectAccessType access, Oid classId, Oid objectId, int subId, void *arg)
 {
 	if (prev_object_access)
 		prev_object_access(access, classId, objectId, subId, arg);
+	if (access == OAT_DROP && classId == TriggerRelationId)
+	{
+		note_capture_dropped(objectId);
+		return;
+	}
 	if (access != OAT_DROP || classId != RelationRelationId || subId != 0)
 		return;
 	if (get_rel_relkind(objectId) != RELKIND_RELATION || !get_rel_relispartition(objectId))
@@ -464,8 +663,12 @@ partition_object_access(ObjectAccessType access, Oid classId, Oid objectId, int 
 			foreach(lg, gone)
 				if (list_member_oid(dropping_roots, lfirst_oid(lg)))
 					dropped = true;
-			if (!dropped)
-				chroma_capture_partition_keys(m->mirror_id, objectId);
+			if (dropped)
+				continue;
+			chroma_capture_partition_keys(m->mirror_id, objectId);
+			if (!dropped_with_capture(objectId, m->mirror_id) &&
+				!mirror_leaf_truncate_captured(objectId, m->mirror_id))
+				pause_for_leaf(m->mirror_id, objectId, "dropped");
 		}
 	}
 }

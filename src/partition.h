@@ -23,12 +23,13 @@ extern void partition_check_leaves(Oid relid, const char *root);
 extern void partition_leaf_triggers(int mirror_id, Oid relid, bool create);
 
 /*
- * Around a utility statement: before returns what the statement detaches and notes the
- * partitioned tables a DROP TABLE drops (*saved: for done); after queues keys and
- * creates or drops triggers; done ends what before noted (also on error).
+ * Around a utility statement: before returns what the statement detaches (pausing a
+ * mirror a leaf of it has lost its TRUNCATE trigger) and the leaves under the table it
+ * alters, and notes the partitioned tables a DROP TABLE drops (*saved: for done); after
+ * queues keys and creates or drops triggers; done ends what before noted (also on error).
  */
-extern List *partition_utility_before(Node *stmt, int *saved);
-extern void partition_utility_after(Node *stmt, List *leaving);
+extern void *partition_utility_before(Node *stmt, int *saved);
+extern void partition_utility_after(Node *stmt, void *state);
 extern void partition_utility_done(int saved);
 
 /*

@@ -99,11 +99,11 @@ chroma_process_utility(PlannedStmt *pstmt, const char *queryString, bool readOnl
 	Oid			dboid = database_to_free(pstmt->utilityStmt);
 
 	int			saved;
-	List	   *leaving;
+	void	   *partitions;
 
 	if (OidIsValid(dboid))
 		chroma_stop_worker_for_drop(dboid);
-	leaving = partition_utility_before(pstmt->utilityStmt, &saved);
+	partitions = partition_utility_before(pstmt->utilityStmt, &saved);
 	PG_TRY();
 	{
 		if (prev_process_utility)
@@ -113,7 +113,7 @@ chroma_process_utility(PlannedStmt *pstmt, const char *queryString, bool readOnl
 			standard_ProcessUtility(pstmt, queryString, readOnlyTree, context, params,
 									queryEnv, dest, qc);
 		/* partitions attached, created or detached (partition.c) */
-		partition_utility_after(pstmt->utilityStmt, leaving);
+		partition_utility_after(pstmt->utilityStmt, partitions);
 	}
 	PG_FINALLY();
 	{
