@@ -281,10 +281,26 @@ lock_partition_set(List *mirrors)
 bool
 partition_set_read_lock(Oid relid)
 {
+	List	   *rels;
+	ListCell   *lc;
+
 	if (get_rel_relkind(relid) != RELKIND_PARTITIONED_TABLE)
 		return true;
-	return ConditionalLockDatabaseObject(RelationRelationId, relid, PARTITION_SET_SUBID,
-										 AccessShareLock);
+	if (!ConditionalLockDatabaseObject(RelationRelationId, relid, PARTITION_SET_SUBID,
+									   AccessShareLock))
+		return false;
+
+	/*
+	 * Every partition too, without waiting: the read would otherwise wait for a DDL's lock
+	 * on a partition while holding the lock above, which that DDL then waits for (a
+	 * deadlock: CREATE TABLE ... PARTITION OF a partitioned partition, TAP 201).
+	 */
+	rels = find_all_inheritors(relid, NoLock, NULL);
+	foreach(lc, rels)
+		if (lfirst_oid(lc) != relid &&
+			!ConditionalLockRelationOid(lfirst_oid(lc), AccessShareLock))
+			return false;
+	return true;
 }
 
 /*

@@ -34,7 +34,9 @@ extern void partition_utility_done(int saved);
 
 /*
  * Before the worker reads a partitioned table's rows (its lock on the table held): false
- * while a DDL that changed its partitions has not ended (partition.c). True for others.
+ * while a DDL that changed its partitions has not ended, or while a partition is locked
+ * against reading (partition.c); the locks taken are held to the transaction's end.
+ * True for others.
  */
 extern bool partition_set_read_lock(Oid relid);
 

@@ -108,7 +108,8 @@ extern Datum sync_text_array(List *strings);
 /*
  * Runs fn(arg) in an internal subtransaction. False, with the error's message copied into
  * errctx, when it raised an ERROR (its work rolled back); the caller's memory context and
- * resource owner are current again either way.
+ * resource owner are current again either way. A transient error (deadlock, serialization
+ * failure, lock not available) is raised again after the rollback.
  */
 extern bool sync_try_subxact(void (*fn) (void *arg), void *arg, MemoryContext errctx,
 							 char **error);

@@ -114,6 +114,15 @@ sync_try_subxact(void (*fn) (void *arg), void *arg, MemoryContext errctx, char *
 		RollbackAndReleaseCurrentSubTransaction();
 		MemoryContextSwitchTo(oldctx);
 		CurrentResourceOwner = oldowner;
+
+		/*
+		 * A deadlock, a serialization failure or a lock not available says nothing of the
+		 * rows: raised again, so the whole step is retried later (TAP 201 saw rows put in
+		 * chroma_sync.failed for a deadlock with partition DDL).
+		 */
+		if (ERRCODE_TO_CATEGORY(edata->sqlerrcode) == ERRCODE_TRANSACTION_ROLLBACK ||
+			edata->sqlerrcode == ERRCODE_LOCK_NOT_AVAILABLE)
+			ReThrowError(edata);
 		*error = edata->message;
 		ok = false;
 	}
