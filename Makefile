@@ -34,6 +34,7 @@ OBJS = \
 	src/sync_rows.o \
 	src/sync_txn.o \
 	src/sync_unknown.o \
+	src/unsettled.o \
 	src/worker.o \
 	src/verify.o \
 	src/ddl.o \

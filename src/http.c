@@ -20,6 +20,7 @@
 #include "storage/ipc.h"
 #include "storage/pmsignal.h"
 #include "utils/memutils.h"
+#include "utils/timestamp.h"
 #include "utils/wait_event.h"
 
 #include "chroma_sync.h"
@@ -41,12 +42,20 @@ struct ChromaHttpRequest
 	size_t		resp_cap;
 	size_t		resp_limit;		/* chroma_sync.max_response_size when it started */
 	bool		resp_overflow;
+	bool		settled;		/* its whole answer came, or it never left */
+	TimestampTz apply_deadline; /* begin + chroma_sync.timeout: the latest a server may
+								 * still apply it, if its outcome stays unknown */
 	char		errbuf[CURL_ERROR_SIZE];
 };
 
 static CURLM *multi = NULL;
 static ChromaHttpRequest slots[CHROMA_HTTP_MAX_INFLIGHT];
 static bool callbacks_registered = false;
+
+/* The latest apply_deadline of a request released unsettled (0: none). */
+static TimestampTz unsettled_until = 0;
+
+chroma_http_unsettled_hook_type chroma_http_unsettled_hook = NULL;
 
 static void release_slot(ChromaHttpRequest *req);
 
@@ -176,11 +185,33 @@ http_init(void)
 	}
 }
 
+TimestampTz
+chroma_http_unsettled_until(void)
+{
+	TimestampTz until = unsettled_until;
+
+	for (int i = 0; i < CHROMA_HTTP_MAX_INFLIGHT; i++)
+		if (slots[i].in_use && !slots[i].settled && slots[i].apply_deadline > until)
+			until = slots[i].apply_deadline;
+	if (until != 0 && until <= GetCurrentTimestamp())
+		until = unsettled_until = 0;
+	return until;
+}
+
+static void
+call_unsettled_hook(void)
+{
+	if (chroma_http_unsettled_hook)
+		chroma_http_unsettled_hook(chroma_http_unsettled_until());
+}
+
 static void
 release_slot(ChromaHttpRequest *req)
 {
 	if (!req->in_use)
 		return;
+	if (!req->settled && req->apply_deadline > unsettled_until)
+		unsettled_until = req->apply_deadline;
 	if (multi && req->easy)
 		curl_multi_remove_handle(multi, req->easy);
 	if (req->headers)
@@ -191,6 +222,7 @@ release_slot(ChromaHttpRequest *req)
 	req->resp_len = req->resp_cap = 0;
 	req->in_use = false;
 	req->done = false;
+	call_unsettled_hook();
 }
 
 void
@@ -230,6 +262,26 @@ chroma_http_pump(void)
 		return;
 	curl_multi_perform(multi, &running);
 	collect_finished();
+}
+
+/* GET, or a POST to one of Chroma's read endpoints (get, query, count) */
+static bool
+is_read_request(const char *method, const char *url)
+{
+	const char *q = strchr(url, '?');
+	size_t		len = q ? (size_t) (q - url) : strlen(url);
+	static const char *const reads[] = {"/get", "/query", "/count"};
+
+	if (strcmp(method, "GET") == 0)
+		return true;
+	for (size_t i = 0; i < lengthof(reads); i++)
+	{
+		size_t		n = strlen(reads[i]);
+
+		if (len >= n && strncmp(url + len - n, reads[i], n) == 0)
+			return true;
+	}
+	return false;
 }
 
 ChromaHttpRequest *
@@ -348,13 +400,18 @@ chroma_http_begin(const char *method, const char *url, const char *body, size_t 
 		}
 	}
 
+	/* a read changes nothing, whenever the server runs it */
+	req->settled = is_read_request(method, url);
+	req->apply_deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), chroma_timeout_ms);
 	if (curl_multi_add_handle(multi, h) != CURLM_OK)
 	{
+		req->settled = true;
 		release_slot(req);
 		ereport(ERROR,
 				(errcode(ERRCODE_SYSTEM_ERROR),
 				 errmsg("could not start an HTTP request")));
 	}
+	call_unsettled_hook();
 	chroma_http_pump();
 	return req;
 }
@@ -468,6 +525,11 @@ chroma_http_finish(ChromaHttpRequest *req, ChromaHttpResult *res)
 			req->code == CURLE_SSL_CACERT_BADFILE || req->code == CURLE_SSL_ISSUER_ERROR;
 		res->status = 0;
 	}
+	/*
+	 * An answer came (a 504 from a proxy that gave up is the caller's outcome-unknown
+	 * case, whose keys the worker keeps in chroma_sync.resend), or it never left.
+	 */
+	req->settled = res->connect_failed || req->code == CURLE_OK;
 	release_slot(req);
 }
 

@@ -8,6 +8,7 @@
 #ifndef CHROMA_SYNC_HTTP_H
 #define CHROMA_SYNC_HTTP_H
 
+#include "datatype/timestamp.h"
 #include "lib/stringinfo.h"
 
 typedef struct ChromaHttpResult
@@ -66,6 +67,17 @@ extern void chroma_http_finish(ChromaHttpRequest *req, ChromaHttpResult *res);
 extern void chroma_http_request(const char *method, const char *url,
 								const char *body, size_t body_len,
 								ChromaHttpResult *res);
+
+/*
+ * The latest time a request of this process that is not settled (no whole answer came,
+ * yet it may have reached the server: in flight, timed out, abandoned) may
+ * still be applied by the server, taken as its start plus chroma_sync.timeout; 0 when
+ * there is none. The hook, when set (the sync worker), is called with it whenever a
+ * request starts or is released.
+ */
+extern TimestampTz chroma_http_unsettled_until(void);
+typedef void (*chroma_http_unsettled_hook_type) (TimestampTz until);
+extern chroma_http_unsettled_hook_type chroma_http_unsettled_hook;
 
 /* Abandons every in-flight request (error cleanup). */
 extern void chroma_http_abort_all(void);

@@ -42,6 +42,7 @@
 #include "mirror_config.h"
 #include "shared.h"
 #include "sync.h"
+#include "unsettled.h"
 #include "worker.h"
 
 PGDLLEXPORT void chroma_launcher_main(Datum arg);
@@ -707,6 +708,7 @@ chroma_worker_main(Datum arg)
 	MemoryContext loop_ctx;
 	MemoryContext step_ctx;
 	TimestampTz idle_since = 0;		/* since when no mirror was found */
+	TimestampTz unsettled;		/* nothing is sent before (unsettled.c) */
 
 	pqsignal(SIGTERM, die);
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
@@ -744,6 +746,13 @@ chroma_worker_main(Datum arg)
 	LWLockRelease(chroma_shared->lock);
 	before_shmem_exit(worker_exit, (Datum) 0);
 
+	unsettled = unsettled_begin();
+	if (unsettled != 0)
+		ereport(LOG,
+				(errmsg("chroma_sync worker: requests of the previous worker of this database may still be applied until %s: nothing is sent before then",
+						timestamptz_to_str(unsettled)),
+				 errdetail("That worker exited with requests whose answer had not come (terminated, killed, or the server stopped): a newer state sent before them could be overwritten.")));
+
 	loop_ctx = AllocSetContextCreate(TopMemoryContext, "chroma_sync worker loop",
 									 ALLOCSET_DEFAULT_SIZES);
 	step_ctx = AllocSetContextCreate(TopMemoryContext, "chroma_sync worker step",
@@ -772,6 +781,21 @@ chroma_worker_main(Datum arg)
 							 5000, PG_WAIT_EXTENSION);
 			ResetLatch(MyLatch);
 			continue;
+		}
+		if (unsettled != 0)
+		{
+			TimestampTz now = GetCurrentTimestamp();
+
+			if (now < unsettled)
+			{
+				pgstat_report_activity(STATE_IDLE, "waiting for the previous worker's requests");
+				(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+								 Max(1, Min(1000, TimestampDifferenceMilliseconds(now, unsettled))),
+								 PG_WAIT_EXTENSION);
+				ResetLatch(MyLatch);
+				continue;
+			}
+			unsettled = 0;
 		}
 
 		MemoryContextReset(loop_ctx);

@@ -11,7 +11,10 @@
 # unless given, e.g. delete) removes it and gets the late 504 treatment: it is forwarded
 # WHEN seconds later, or, when WHEN is a file name, once that file exists (the test
 # decides when the late write lands, whatever the machine's load), and then WHEN.done is
-# made once Chroma has answered it. SIGTERM stops everything.
+# made once Chroma has answered it. With OPERATION ending in "+hold" (upsert+hold), the
+# armed request gets no answer at all until then (the client keeps waiting, as for a
+# server that is slow to answer), and Chroma's answer is relayed to it if it still waits.
+# SIGTERM stops everything.
 use strict;
 use warnings;
 use FindBin;
@@ -22,6 +25,7 @@ use LoopbackHttp;
 my ($upstream, $port_file, $arm_file, $when, $operation) = @ARGV;
 die "usage: $0 UPSTREAM_PORT PORT_FILE ARM_FILE WHEN [OPERATION]\n" unless defined $when;
 $operation //= 'upsert';
+my $hold = $operation =~ s/\+hold$//;
 
 serve_forked(
 	listen_loopback($port_file),
@@ -42,17 +46,32 @@ sub serve
 	if ($late)
 	{
 		my $json = '{"error":"GatewayTimeout","message":"the gateway gave up"}';
-		syswrite($conn, "HTTP/1.1 504 Gateway Timeout\r\nContent-Type: application/json\r\n"
-			  . "Connection: close\r\nContent-Length: " . length($json) . "\r\n\r\n$json");
-		close($conn);
+		unless ($hold)
+		{
+			syswrite($conn, "HTTP/1.1 504 Gateway Timeout\r\nContent-Type: application/json\r\n"
+				  . "Connection: close\r\nContent-Length: " . length($json) . "\r\n\r\n$json");
+			close($conn);
+		}
 		if ($when =~ /^[0-9.]+$/)
 		{
 			select(undef, undef, undef, $when);
-			forward($method, $path, $head, $body);
+			my $resp = forward($method, $path, $head, $body);
+			if ($hold)
+			{
+				local $SIG{PIPE} = 'IGNORE';
+				syswrite($conn, $resp);
+				close($conn);
+			}
 			return;
 		}
 		select(undef, undef, undef, 0.05) until -e $when;
 		my $resp = forward($method, $path, $head, $body);
+		if ($hold)
+		{
+			local $SIG{PIPE} = 'IGNORE';
+			syswrite($conn, $resp);
+			close($conn);
+		}
 		open(my $done, '>', "$when.done.tmp") or die "$when.done.tmp: $!\n";
 		print $done((split /\r\n/, $resp)[0], "\n");
 		close($done);
