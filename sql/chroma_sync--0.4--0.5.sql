@@ -229,10 +229,11 @@ BEGIN
 				FROM pg_catalog.pg_trigger t
 				WHERE t.tgrelid OPERATOR(pg_catalog.=) c.objid
 					AND t.tgenabled OPERATOR(pg_catalog.<>) 'A'
-					AND t.tgname::pg_catalog.text OPERATOR(pg_catalog.=) ANY (ARRAY[
-						pg_catalog.format('chroma_sync_%s', m.mirror_id),
-						pg_catalog.format('chroma_sync_%s_truncate', m.mirror_id),
-						pg_catalog.format('chroma_sync_%s_flush', m.mirror_id)]);
+					-- the mirror's own, by function and argument, whatever its name now
+					-- (renamed, disabled, enabled and renamed back: TAP 218, 222)
+					AND t.tgfoid OPERATOR(pg_catalog.=) 'chroma_sync.capture()'::pg_catalog.regprocedure
+					AND t.tgargs OPERATOR(pg_catalog.=) (pg_catalog.convert_to(m.mirror_id::pg_catalog.text, 'UTF8')
+						OPERATOR(pg_catalog.||) pg_catalog.decode('00', 'hex'));
 			IF disabled IS NOT NULL THEN
 				-- paused, not only in error: the worker's next batch would clear in_error,
 				-- and the trigger may be ALWAYS again before it looks (TAP 216)

@@ -42,7 +42,8 @@ struct ChromaHttpRequest
 	size_t		resp_cap;
 	size_t		resp_limit;		/* chroma_sync.max_response_size when it started */
 	bool		resp_overflow;
-	bool		settled;		/* its whole answer came, or it never left */
+	bool		settled;		/* its whole answer came (not a 500, 502, 504), or it
+								 * never left */
 	TimestampTz apply_deadline; /* begin + chroma_sync.timeout: the latest a server may
 								 * still apply it, if its outcome stays unknown */
 	char		errbuf[CURL_ERROR_SIZE];
@@ -526,10 +527,12 @@ chroma_http_finish(ChromaHttpRequest *req, ChromaHttpResult *res)
 		res->status = 0;
 	}
 	/*
-	 * An answer came (a 504 from a proxy that gave up is the caller's outcome-unknown
-	 * case, whose keys the worker keeps in chroma_sync.resend), or it never left.
+	 * An answer came, or it never left; not a 500, 502 or 504, which may come from a
+	 * proxy that gave up while the server goes on (the worker keeps their keys in
+	 * chroma_sync.resend, but may exit before they are there: TAP 250).
 	 */
-	req->settled = res->connect_failed || req->code == CURLE_OK;
+	req->settled = res->connect_failed ||
+		(req->code == CURLE_OK && res->status != 500 && res->status != 502 && res->status != 504);
 	release_slot(req);
 }
 

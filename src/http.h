@@ -70,7 +70,8 @@ extern void chroma_http_request(const char *method, const char *url,
 
 /*
  * The latest time a request of this process that is not settled (no whole answer came,
- * yet it may have reached the server: in flight, timed out, abandoned) may
+ * or a 500, 502 or 504, yet it may have reached the server: in flight, timed out,
+ * abandoned, or a proxy gave up) may
  * still be applied by the server, taken as its start plus chroma_sync.timeout; 0 when
  * there is none. The hook, when set (the sync worker), is called with it whenever a
  * request starts or is released.

@@ -40,6 +40,7 @@
 #include "catalog/pg_type.h"
 #include "commands/trigger.h"
 #include "commands/extension.h"
+#include "commands/tablecmds.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
 #include "nodes/parsenodes.h"
@@ -49,6 +50,7 @@
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
+#include "utils/syscache.h"
 
 #include "mirror_check.h"
 #include "mirror_config.h"
@@ -309,17 +311,12 @@ partition_set_read_lock(Oid relid)
  * reached the queue, and the worker's check of the tree no longer sees it.
  */
 static void
-pause_for_leaf(int mirror_id, Oid leaf, const char *how)
+pause_mirror(int mirror_id, const char *reason)
 {
 	ChromaSavedUser su;
 	Oid			types[2] = {INT4OID, TEXTOID};
 	Datum		values[2];
-	char	   *reason;
 
-	reason = psprintf("partition %s was %s without the mirror's TRUNCATE trigger "
-					  "chroma_sync_%d_truncate (dropped, replaced or disabled): a TRUNCATE of it "
-					  "may not have reached the collection; run chroma_resume() and chroma_resync()",
-					  get_rel_name(leaf), how, mirror_id);
 	ereport(WARNING,
 			(errmsg("mirror %d is paused: %s", mirror_id, reason)));
 	values[0] = Int32GetDatum(mirror_id);
@@ -336,6 +333,24 @@ pause_for_leaf(int mirror_id, Oid leaf, const char *how)
 	chroma_restore_user(&su);
 	chroma_bump_config();
 	chroma_wake_at_commit();
+}
+
+static void
+pause_for_leaf(int mirror_id, Oid leaf, const char *how)
+{
+	pause_mirror(mirror_id,
+				 psprintf("partition %s was %s without the mirror's TRUNCATE trigger "
+						  "chroma_sync_%d_truncate (dropped, replaced or disabled): a TRUNCATE of it "
+						  "may not have reached the collection; run chroma_resume() and chroma_resync()",
+						  get_rel_name(leaf), how, mirror_id));
+}
+
+static void
+pause_for_name(int mirror_id, const char *leaf, const char *how)
+{
+	pause_mirror(mirror_id,
+				 psprintf("partition %s was %s: its rows' records may be left in the collection; "
+						  "run chroma_resume() and chroma_resync()", leaf, how));
 }
 
 /* Pauses each mirror of mirrors with a leaf at or under relid lacking its TRUNCATE trigger. */
@@ -371,8 +386,34 @@ check_leaving_leaves(Oid relid, List *mirrors, const char *how)
 typedef struct PartitionStmt
 {
 	List	   *leaving;		/* Leaving */
-	List	   *leaves_before;	/* oids */
+	Oid			altered;		/* the table an ALTER TABLE of partitions alters */
+	List	   *leaves_before;	/* oids: the partitions under it before */
+	List	   *attached;		/* oids: the tables it attaches */
+	List	   *outer_created;	/* created_relids of a statement this one runs within */
+	List	   *outer_skipped;	/* skipped_drops of a statement this one runs within */
 } PartitionStmt;
+
+/*
+ * Leaves the running DROP dropped without queueing their keys, as their mirror's table
+ * was named by the DROP too: if that table is still there once the statement is done (a
+ * name that found another table when the DROP ran, TAP 224), the mirror is paused.
+ */
+typedef struct SkippedDrop
+{
+	int			mirror_id;
+	Oid			root;
+	char	   *leaf;
+} SkippedDrop;
+
+static List *skipped_drops = NIL;
+
+/*
+ * The tables (and partitioned tables) the utility statement running now created, seen by
+ * the object access hook: a CREATE TABLE ... PARTITION OF names its table, but the name
+ * may find another table after the statement (search_path changed meanwhile by a function
+ * the statement ran, TAP 220; IF NOT EXISTS that skipped, TAP 221).
+ */
+static List *created_relids = NIL;
 
 /* A partition leaving mirrors (DETACH), remembered until the statement is done. */
 typedef struct Leaving
@@ -381,11 +422,6 @@ typedef struct Leaving
 	List	   *mirrors;
 } Leaving;
 
-static Oid
-partition_relid(PartitionCmd *pc)
-{
-	return RangeVarGetRelid(pc->name, NoLock, true);
-}
 
 /*
  * Before a utility statement: what partitions it detaches belong to (afterwards they
@@ -401,21 +437,56 @@ partition_utility_before(Node *stmt, int *saved)
 	*saved = list_length(dropping_roots);
 	list_free_deep(captures_dropped);
 	captures_dropped = NIL;
+	ps->outer_created = created_relids;
+	created_relids = NIL;
+	ps->outer_skipped = skipped_drops;
+	skipped_drops = NIL;
 
 	if (IsA(stmt, AlterTableStmt) && ((AlterTableStmt *) stmt)->objtype == OBJECT_TABLE)
 	{
+		AlterTableStmt *at = (AlterTableStmt *) stmt;
 		bool		partitions = false;
+		Oid			altered;
 
-		foreach(lc, ((AlterTableStmt *) stmt)->cmds)
+		foreach(lc, at->cmds)
 		{
 			AlterTableCmd *cmd = (AlterTableCmd *) lfirst(lc);
-			Oid			relid;
 
 			if (cmd->def != NULL && IsA(cmd->def, PartitionCmd))
 				partitions = true;
+		}
+		if (!partitions || !extension_here())
+			return ps;
+
+		/*
+		 * The tables are looked up here with the locks the statement takes, in its order
+		 * (the altered table, then each partition), so that the statement finds the same
+		 * ones: a name looked up without them may find another table once a concurrent
+		 * rename commits (TAP 223), or after the statement ran a function that changed
+		 * search_path (TAP 219).
+		 */
+		altered = AlterTableLookupRelation(at, AlterTableGetLockLevel(at->cmds));
+		if (!OidIsValid(altered) || get_rel_relkind(altered) != RELKIND_PARTITIONED_TABLE)
+			return ps;
+		ps->altered = altered;
+		ps->leaves_before = find_all_inheritors(altered, NoLock, NULL);
+		foreach(lc, at->cmds)
+		{
+			AlterTableCmd *cmd = (AlterTableCmd *) lfirst(lc);
+			PartitionCmd *pc = (PartitionCmd *) cmd->def;
+			Oid			relid;
+
+			if (cmd->subtype == AT_AttachPartition)
+			{
+				relid = RangeVarGetRelid(pc->name, AccessExclusiveLock, true);
+				if (OidIsValid(relid))
+					ps->attached = lappend_oid(ps->attached, relid);
+			}
 			if (cmd->subtype != AT_DetachPartition && cmd->subtype != AT_DetachPartitionFinalize)
 				continue;
-			relid = partition_relid((PartitionCmd *) cmd->def);
+			relid = RangeVarGetRelid(pc->name,
+									 cmd->subtype == AT_DetachPartition && pc->concurrent
+									 ? ShareUpdateExclusiveLock : AccessExclusiveLock, true);
 			if (OidIsValid(relid))
 			{
 				List	   *mirrors = partition_mirrors_of(relid);
@@ -431,13 +502,6 @@ partition_utility_before(Node *stmt, int *saved)
 					check_leaving_leaves(relid, mirrors, "detached");
 				}
 			}
-		}
-		if (partitions)
-		{
-			Oid			relid = RangeVarGetRelid(((AlterTableStmt *) stmt)->relation, NoLock, true);
-
-			if (OidIsValid(relid) && get_rel_relkind(relid) == RELKIND_PARTITIONED_TABLE)
-				ps->leaves_before = find_all_inheritors(relid, NoLock, NULL);
 		}
 	}
 	else if (IsA(stmt, DropStmt) && ((DropStmt *) stmt)->removeType == OBJECT_TABLE &&
@@ -458,19 +522,6 @@ partition_utility_before(Node *stmt, int *saved)
 		}
 	}
 	return ps;
-}
-
-/*
- * The table a CREATE TABLE made, by its name in the schema it was created in: not looked
- * up through search_path, where a temporary table of the same name comes first (the
- * statement is not always qualified in place: run from PL/pgSQL, the tree is a copy).
- */
-static Oid
-created_relid(RangeVar *rv)
-{
-	Oid			nsp = RangeVarGetCreationNamespace(rv);
-
-	return OidIsValid(nsp) ? get_relname_relid(rv->relname, nsp) : InvalidOid;
 }
 
 /* Keys and triggers of the partitions a statement attached, created or detached. */
@@ -509,17 +560,20 @@ partition_utility_after(Node *stmt, void *state)
 		foreach(lc, ((AlterTableStmt *) stmt)->cmds)
 		{
 			AlterTableCmd *cmd = (AlterTableCmd *) lfirst(lc);
-			Oid			relid;
 
-			/* ATTACH, and the commands that make partitions of others (SPLIT, MERGE) */
-			if (cmd->def == NULL || !IsA(cmd->def, PartitionCmd) ||
-				cmd->subtype == AT_DetachPartition || cmd->subtype == AT_DetachPartitionFinalize)
-				continue;
-			new_partitions = true;
-			if (cmd->subtype != AT_AttachPartition)
-				continue;		/* their rows come from partitions dropped (the hook below) */
-			relid = partition_relid((PartitionCmd *) cmd->def);
-			if (!OidIsValid(relid))
+			/*
+			 * ATTACH, and the commands that make partitions of others (SPLIT, MERGE: their
+			 * rows come from partitions dropped, the hook below)
+			 */
+			if (cmd->def != NULL && IsA(cmd->def, PartitionCmd) &&
+				cmd->subtype != AT_DetachPartition && cmd->subtype != AT_DetachPartitionFinalize)
+				new_partitions = true;
+		}
+		foreach(lc, ps->attached)
+		{
+			Oid			relid = lfirst_oid(lc);
+
+			if (!get_rel_relispartition(relid))
 				continue;
 			lock_partition_set(partition_mirrors_of(relid));
 			foreach(lm, partition_mirrors_of(relid))
@@ -532,7 +586,7 @@ partition_utility_after(Node *stmt, void *state)
 			 * trigger of each mirror; a leaf that was there keeps its triggers as they
 			 * are (one its owner dropped is for the worker's check to find: TAP 217).
 			 */
-			Oid			relid = RangeVarGetRelid(((AlterTableStmt *) stmt)->relation, NoLock, true);
+			Oid			relid = ps->altered;
 
 			if (OidIsValid(relid))
 			{
@@ -553,13 +607,30 @@ partition_utility_after(Node *stmt, void *state)
 			}
 		}
 	}
+	else if (IsA(stmt, DropStmt))
+	{
+		ListCell   *ls;
+
+		foreach(ls, skipped_drops)
+		{
+			SkippedDrop *d = (SkippedDrop *) lfirst(ls);
+
+			if (SearchSysCacheExists1(RELOID, ObjectIdGetDatum(d->root)))
+				pause_for_name(d->mirror_id, d->leaf,
+							   "dropped by a DROP that named its partitioned table, which was not dropped");
+		}
+	}
 	else if ((IsA(stmt, CreateStmt) || IsA(stmt, CreateForeignTableStmt)) &&
 			 ((CreateStmt *) stmt)->partbound != NULL)
 	{
-		Oid			relid = created_relid(((CreateStmt *) stmt)->relation);
+		ListCell   *lr;
 
-		if (OidIsValid(relid))
+		foreach(lr, created_relids)
 		{
+			Oid			relid = lfirst_oid(lr);
+
+			if (!get_rel_relispartition(relid))
+				continue;		/* a TOAST table, an index, or not made a partition */
 			lock_partition_set(partition_mirrors_of(relid));
 			foreach(lm, partition_mirrors_of(relid))
 			{
@@ -574,9 +645,15 @@ partition_utility_after(Node *stmt, void *state)
 
 /* The statement is over (or failed): a statement it ran within keeps its own. */
 void
-partition_utility_done(int saved)
+partition_utility_done(int saved, void *state)
 {
+	PartitionStmt *ps = (PartitionStmt *) state;
+
 	dropping_roots = saved > 0 ? list_truncate(dropping_roots, saved) : NIL;
+	list_free(created_relids);
+	created_relids = ps ? ps->outer_created : NIL;
+	list_free_deep(skipped_drops);
+	skipped_drops = ps ? ps->outer_skipped : NIL;
 }
 
 /*
@@ -660,6 +737,14 @@ partition_object_access(ObjectAccessType access, Oid classId, Oid objectId, int 
 		note_capture_dropped(objectId);
 		return;
 	}
+	if (access == OAT_POST_CREATE && classId == RelationRelationId && subId == 0)
+	{
+		MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
+
+		created_relids = lappend_oid(created_relids, objectId);
+		MemoryContextSwitchTo(old);
+		return;
+	}
 	if (access != OAT_DROP || classId != RelationRelationId || subId != 0)
 		return;
 	if (get_rel_relkind(objectId) != RELKIND_RELATION || !get_rel_relispartition(objectId))
@@ -680,7 +765,17 @@ partition_object_access(ObjectAccessType access, Oid classId, Oid objectId, int 
 				if (list_member_oid(dropping_roots, lfirst_oid(lg)))
 					dropped = true;
 			if (dropped)
+			{
+				MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
+				SkippedDrop *d = palloc(sizeof(SkippedDrop));
+
+				d->mirror_id = m->mirror_id;
+				d->root = m->relid;
+				d->leaf = pstrdup(get_rel_name(objectId));
+				skipped_drops = lappend(skipped_drops, d);
+				MemoryContextSwitchTo(old);
 				continue;
+			}
 			chroma_capture_partition_keys(m->mirror_id, objectId);
 			if (!dropped_with_capture(objectId, m->mirror_id) &&
 				!mirror_leaf_truncate_captured(objectId, m->mirror_id))

@@ -30,7 +30,7 @@ extern void partition_leaf_triggers(int mirror_id, Oid relid, bool create);
  */
 extern void *partition_utility_before(Node *stmt, int *saved);
 extern void partition_utility_after(Node *stmt, void *state);
-extern void partition_utility_done(int saved);
+extern void partition_utility_done(int saved, void *state);
 
 /*
  * Before the worker reads a partitioned table's rows (its lock on the table held): false

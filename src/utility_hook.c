@@ -117,7 +117,7 @@ chroma_process_utility(PlannedStmt *pstmt, const char *queryString, bool readOnl
 	}
 	PG_FINALLY();
 	{
-		partition_utility_done(saved);
+		partition_utility_done(saved, partitions);
 	}
 	PG_END_TRY();
 

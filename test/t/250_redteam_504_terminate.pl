@@ -1,0 +1,85 @@
+# Red team (79b9cfa): an upsert answered 504 by a gateway that goes on and applies it late
+# is "settled" for chroma_sync_unsettled.<db> (http.c: any complete answer), although the
+# worker itself treats 500/502/504 as outcome-unknown (sync_unknown.c: it may still be
+# applied up to chroma_sync.timeout after the answer). When the worker exits between the
+# 504 and the commit of those keys into chroma_sync.resend, nothing remembers them: the
+# next worker does not wait, sends the newer state, and the late stale write wins forever.
+#
+# Sequence: rows 1..10 synced (timeout 8 s); late_proxy armed ('upsert', 504 at once,
+# forwarded when a file appears); another session holds LOCK chroma_sync.resend IN
+# EXCLUSIVE MODE (only to hold the worker at the point between the 504 and the resend
+# commit — a kill/terminate/server stop at any instant of that window is the same);
+# UPDATE id 1 to state 1 -> 504 -> worker waits to write resend -> pg_terminate_backend;
+# lock released; UPDATE id 1 to state 2; chroma_flush true (state 2 sent at once: the
+# file said 0); the gateway applies state 1 (1-2 s after its 504, well within the 8 s);
+# wait 12 s.
+# Observed: Chroma keeps state 1, chroma_verify 10|0|0|1, nothing re-sends.
+# Expected: Chroma ends with state 2 (the next worker waits for the 504'd request, or its
+# keys are re-sent), chroma_verify 10|0|0|0.
+use strict;
+use warnings;
+
+use FindBin;
+use lib $FindBin::RealBin;
+use ChromaSyncTest;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(sleep time);
+
+my $dir = PostgreSQL::Test::Utils::tempdir();
+my $arm = "$dir/arm";
+my $release = "$dir/release";
+my $pport = start_proxy('late_proxy.pl', $dir, $arm, $release, 'upsert');
+
+my $coll = 'cs_t250';
+my $node = new_node('t250',
+	conf => "chroma_sync.url = 'http://127.0.0.1:$pport'\nchroma_sync.timeout = 8000\n");
+my $log0 = log_offset($node);
+$node->safe_psql('postgres', 'CREATE TABLE d (id int PRIMARY KEY, embedding real[])');
+$node->safe_psql('postgres', 'INSERT INTO d SELECT i, ARRAY[i, 0, 0] FROM generate_series(1, 10) i');
+fresh_collection($node, $coll);
+$node->safe_psql('postgres', "SELECT chroma_mirror('d', collection => '$coll')");
+is($node->safe_psql('postgres', "SELECT chroma_flush('d', interval '60 seconds')"), 't', 'backfilled');
+
+sub chroma_embedding
+{
+	return $node->safe_psql('postgres', "SELECT embedding::text FROM chroma_get('$coll', ARRAY['1'])");
+}
+
+my $s = $node->background_psql('postgres');
+$s->query_safe('BEGIN; LOCK TABLE chroma_sync.resend IN EXCLUSIVE MODE;');
+
+open(my $fh, '>', $arm) or die;
+close($fh);
+$node->safe_psql('postgres', 'UPDATE d SET embedding = ARRAY[1, 1, 1] WHERE id = 1');
+ok(wait_for('the 504', 20, sub { !-e $arm }), 'the upsert of state 1 got its 504');
+my $w = worker_pid($node);
+ok(wait_for('the worker writes the 504 keys to resend', 20, sub {
+	$node->safe_psql('postgres', "SELECT count(*) FROM pg_locks WHERE pid = $w AND NOT granted "
+		  . "AND relation = 'chroma_sync.resend'::regclass") eq '1' }),
+	'the worker is between the 504 and the resend commit');
+my $off = log_offset($node);
+$node->safe_psql('postgres', "SELECT pg_terminate_backend($w)");
+ok(wait_for('the worker exits', 20, sub {
+	$node->safe_psql('postgres', "SELECT count(*) FROM pg_stat_activity WHERE pid = $w") eq '0' }),
+	'worker terminated');
+$s->query_safe('COMMIT;');
+$s->quit;
+
+$node->safe_psql('postgres', 'UPDATE d SET embedding = ARRAY[2, 2, 2] WHERE id = 1');
+is($node->safe_psql('postgres', "SELECT chroma_flush('d', interval '60 seconds')", timeout => 70), 't',
+	'flushed');
+diag('log: next worker waited: ' . (slurp_file($node->logfile, $off) =~ /may still be applied until/ ? 'yes' : 'no'));
+diag('Chroma after flush: ' . chroma_embedding());
+# the gateway now applies the 504'd request (a few seconds after its 504, within timeout)
+open($fh, '>', $release) or die;
+close($fh);
+ok(wait_for('the late write', 30, sub { -e "$release.done" }), 'the 504ed state 1 reached Chroma');
+sleep 12;	# past any resend (timeout 8 s)
+is($node->safe_psql('postgres', "SELECT chroma_flush('d', interval '30 seconds')", timeout => 40), 't',
+	'flushed again');
+is(chroma_embedding(), '{2,2,2}', 'Chroma holds state 2, the table\'s');
+is($node->safe_psql('postgres', q{SELECT rows, missing, extra, different FROM chroma_verify('d')}),
+	'10|0|0|0', 'chroma_verify: exact');
+
+finish($node, $log0);
