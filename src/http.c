@@ -211,8 +211,18 @@ release_slot(ChromaHttpRequest *req)
 {
 	if (!req->in_use)
 		return;
-	if (!req->settled && req->apply_deadline > unsettled_until)
-		unsettled_until = req->apply_deadline;
+	if (!req->settled)
+	{
+		/*
+		 * Its outcome is unknown from now: one chroma_sync.timeout more, the bound the
+		 * worker's chroma_sync.resend keys wait for too (TAP 255)
+		 */
+		TimestampTz until = Max(req->apply_deadline,
+								TimestampTzPlusMilliseconds(GetCurrentTimestamp(), chroma_timeout_ms));
+
+		if (until > unsettled_until)
+			unsettled_until = until;
+	}
 	if (multi && req->easy)
 		curl_multi_remove_handle(multi, req->easy);
 	if (req->headers)

@@ -88,6 +88,14 @@ sync_text_array(List *strings)
 	return PointerGetDatum(construct_array(d, n, TEXTOID, -1, false, TYPALIGN_INT));
 }
 
+/*
+ * Transient errors raised again in a row, each retrying the whole step (with the worker's
+ * backoff): past TRANSIENT_RETRIES, the error is taken as the rows' own (a function of
+ * the row that always raises one, TAP 251), and they fail as any unreadable row does.
+ */
+#define TRANSIENT_RETRIES 8
+static int	transient_in_a_row = 0;
+
 bool
 sync_try_subxact(void (*fn) (void *arg), void *arg, MemoryContext errctx, char **error)
 {
@@ -100,6 +108,7 @@ sync_try_subxact(void (*fn) (void *arg), void *arg, MemoryContext errctx, char *
 	PG_TRY();
 	{
 		fn(arg);
+		transient_in_a_row = 0;
 		ReleaseCurrentSubTransaction();
 		MemoryContextSwitchTo(oldctx);
 		CurrentResourceOwner = oldowner;
@@ -120,8 +129,9 @@ sync_try_subxact(void (*fn) (void *arg), void *arg, MemoryContext errctx, char *
 		 * rows: raised again, so the whole step is retried later (TAP 201 saw rows put in
 		 * chroma_sync.failed for a deadlock with partition DDL).
 		 */
-		if (ERRCODE_TO_CATEGORY(edata->sqlerrcode) == ERRCODE_TRANSACTION_ROLLBACK ||
-			edata->sqlerrcode == ERRCODE_LOCK_NOT_AVAILABLE)
+		if ((ERRCODE_TO_CATEGORY(edata->sqlerrcode) == ERRCODE_TRANSACTION_ROLLBACK ||
+			 edata->sqlerrcode == ERRCODE_LOCK_NOT_AVAILABLE) &&
+			++transient_in_a_row <= TRANSIENT_RETRIES)
 			ReThrowError(edata);
 		*error = edata->message;
 		ok = false;

@@ -25,6 +25,7 @@
 #include "miscadmin.h"
 #include "utils/timestamp.h"
 
+#include "chroma_sync.h"
 #include "http.h"
 #include "unsettled.h"
 
@@ -95,6 +96,9 @@ unsettled_begin(void)
 	}
 	if (previous <= GetCurrentTimestamp())
 		previous = 0;
+	/* never beyond one timeout from now: a clock set back meanwhile (TAP 252) */
+	previous = Min(previous, TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+													  chroma_timeout_ms + UNSETTLED_PAD_MS));
 	/* kept while this worker waits for it (a kill meanwhile leaves it for the next one) */
 	write_value(previous);
 	chroma_http_unsettled_hook = unsettled_changed;

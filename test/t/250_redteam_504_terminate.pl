@@ -76,7 +76,7 @@ open($fh, '>', $release) or die;
 close($fh);
 ok(wait_for('the late write', 30, sub { -e "$release.done" }), 'the 504ed state 1 reached Chroma');
 sleep 12;	# past any resend (timeout 8 s)
-is($node->safe_psql('postgres', "SELECT chroma_flush('d', interval '30 seconds')", timeout => 40), 't',
+is($node->safe_psql('postgres', "SELECT chroma_flush('d', interval '60 seconds')", timeout => 70), 't',
 	'flushed again');
 is(chroma_embedding(), '{2,2,2}', 'Chroma holds state 2, the table\'s');
 is($node->safe_psql('postgres', q{SELECT rows, missing, extra, different FROM chroma_verify('d')}),
