@@ -56,4 +56,7 @@ extern void sync_unknown_requeue(MirrorState *st);
 /* Drops a removed mirror's keys (in a transaction, SPI connected). */
 extern void sync_unknown_forget_mirror(int mirror_id);
 
+/* A worker step ended well: transient read errors count from zero again (sync_txn.c). */
+extern void sync_transient_reset(void);
+
 #endif							/* CHROMA_SYNC_SYNC_H */

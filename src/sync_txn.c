@@ -6,6 +6,7 @@
 #include "postgres.h"
 
 #include "access/xact.h"
+#include "miscadmin.h"
 #include "access/xlog.h"
 #include "access/xloginsert.h"
 #include "catalog/pg_control.h"
@@ -17,6 +18,7 @@
 #include "utils/resowner.h"
 #include "utils/snapmgr.h"
 
+#include "sync.h"
 #include "sync_batch.h"
 
 /* The context to return to after a transaction (commit leaves TopMemoryContext). */
@@ -89,12 +91,20 @@ sync_text_array(List *strings)
 }
 
 /*
- * Transient errors raised again in a row, each retrying the whole step (with the worker's
- * backoff): past TRANSIENT_RETRIES, the error is taken as the rows' own (a function of
- * the row that always raises one, TAP 251), and they fail as any unreadable row does.
+ * In the worker, transient errors raised again since its last step that ended well, each
+ * retrying the whole step (with the worker's backoff): past TRANSIENT_RETRIES, the error
+ * is taken as the rows' own (a function of the row that always raises one, TAP 251), and
+ * they fail as any unreadable row does. In a backend (chroma_verify) a row's error is
+ * never raised again: the row counts as unreadable, as before.
  */
 #define TRANSIENT_RETRIES 8
 static int	transient_in_a_row = 0;
+
+void
+sync_transient_reset(void)
+{
+	transient_in_a_row = 0;
+}
 
 bool
 sync_try_subxact(void (*fn) (void *arg), void *arg, MemoryContext errctx, char **error)
@@ -108,7 +118,6 @@ sync_try_subxact(void (*fn) (void *arg), void *arg, MemoryContext errctx, char *
 	PG_TRY();
 	{
 		fn(arg);
-		transient_in_a_row = 0;
 		ReleaseCurrentSubTransaction();
 		MemoryContextSwitchTo(oldctx);
 		CurrentResourceOwner = oldowner;
@@ -129,7 +138,8 @@ sync_try_subxact(void (*fn) (void *arg), void *arg, MemoryContext errctx, char *
 		 * rows: raised again, so the whole step is retried later (TAP 201 saw rows put in
 		 * chroma_sync.failed for a deadlock with partition DDL).
 		 */
-		if ((ERRCODE_TO_CATEGORY(edata->sqlerrcode) == ERRCODE_TRANSACTION_ROLLBACK ||
+		if (IsBackgroundWorker &&
+			(ERRCODE_TO_CATEGORY(edata->sqlerrcode) == ERRCODE_TRANSACTION_ROLLBACK ||
 			 edata->sqlerrcode == ERRCODE_LOCK_NOT_AVAILABLE) &&
 			++transient_in_a_row <= TRANSIENT_RETRIES)
 			ReThrowError(edata);

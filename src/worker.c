@@ -615,7 +615,7 @@ static bool
 run_step(MirrorConfig *m, MirrorState *st, TimestampTz *wake_at, MemoryContext step_ctx)
 {
 	MemoryContext old = CurrentMemoryContext;
-	bool		more = false;
+	volatile bool more = false;
 
 	MemoryContextReset(step_ctx);
 	MemoryContextSwitchTo(step_ctx);
@@ -623,6 +623,7 @@ run_step(MirrorConfig *m, MirrorState *st, TimestampTz *wake_at, MemoryContext s
 	{
 		pgstat_report_activity(STATE_RUNNING, m->collection);
 		more = sync_mirror_step(m, st, wake_at);
+		sync_transient_reset();
 	}
 	PG_CATCH();
 	{

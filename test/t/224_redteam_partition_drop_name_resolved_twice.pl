@@ -76,7 +76,18 @@ sleep 3;
 $node->safe_psql('postgres', "SELECT chroma_flush('tr_old', interval '60 seconds')");
 my $state = $node->safe_psql('postgres',
 	q{SELECT paused::text || ' ' || coalesce(paused_reason, '') FROM chroma_sync.mirror WHERE source = 'tr_old'::regclass});
-is($node->safe_psql('postgres', "SELECT rows, missing, extra, different FROM chroma_verify('tr_old')"),
-	'5|0|0|0', 'the dropped leaf\'s records left the collection') or diag("state: $state");
+# either the leaf's records left, or the mirror is paused saying so (then resume and
+# resync repair it)
+my $v = $node->safe_psql('postgres', "SELECT rows, missing, extra, different FROM chroma_verify('tr_old')");
+ok($v eq '5|0|0|0' || $state =~ /^true partition tr_1 was dropped by a DROP that named its partitioned table/,
+	'the dropped leaf\'s records left the collection, or the mirror is paused saying why')
+  or diag("state: $state; verify: $v");
+if ($state =~ /^true /)
+{
+	$node->safe_psql('postgres', "SELECT chroma_resume('tr_old'); SELECT chroma_resync('tr_old');");
+	$node->safe_psql('postgres', "SELECT chroma_flush('tr_old', interval '60 seconds')", timeout => 70);
+	is($node->safe_psql('postgres', "SELECT rows, missing, extra, different FROM chroma_verify('tr_old')"),
+		'5|0|0|0', 'exact after chroma_resume and chroma_resync');
+}
 
 finish($node, $log0);

@@ -67,15 +67,13 @@ $s->query_safe('COMMIT;');
 $s->quit;
 
 $node->safe_psql('postgres', 'UPDATE d SET embedding = ARRAY[2, 2, 2] WHERE id = 1');
-is($node->safe_psql('postgres', "SELECT chroma_flush('d', interval '60 seconds')", timeout => 70), 't',
-	'flushed');
-diag('log: next worker waited: ' . (slurp_file($node->logfile, $off) =~ /may still be applied until/ ? 'yes' : 'no'));
-diag('Chroma after flush: ' . chroma_embedding());
-# the gateway now applies the 504'd request (a few seconds after its 504, within timeout)
+# the late write lands while the next worker may still be waiting (within the timeout)
+ok(wait_for('the next worker waits, or sent state 2', 30, sub {
+	slurp_file($node->logfile, $off) =~ /may still be applied until/ || chroma_embedding() eq '{2,2,2}' }),
+	'the next worker started');
 open($fh, '>', $release) or die;
 close($fh);
-ok(wait_for('the late write', 30, sub { -e "$release.done" }), 'the 504ed state 1 reached Chroma');
-sleep 12;	# past any resend (timeout 8 s)
+ok(wait_for('the late write', 30, sub { -e "$release.done" }), 'the held state 1 reached Chroma');
 is($node->safe_psql('postgres', "SELECT chroma_flush('d', interval '60 seconds')", timeout => 70), 't',
 	'flushed again');
 is(chroma_embedding(), '{2,2,2}', 'Chroma holds state 2, the table\'s');
