@@ -710,7 +710,6 @@ chroma_worker_main(Datum arg)
 	MemoryContext step_ctx;
 	TimestampTz idle_since = 0;		/* since when no mirror was found */
 	TimestampTz unsettled;		/* nothing is sent before (unsettled.c) */
-	bool		was_standby = false;
 
 	pqsignal(SIGTERM, die);
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
@@ -779,25 +778,12 @@ chroma_worker_main(Datum arg)
 		if (RecoveryInProgress())
 		{
 			/* a standby: the queue arrives with the WAL; work starts after promotion */
-			was_standby = true;
 			(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 							 5000, PG_WAIT_EXTENSION);
 			ResetLatch(MyLatch);
 			continue;
 		}
-		if (was_standby)
-		{
-			/*
-			 * Promoted: the former primary's worker may have left requests in flight,
-			 * and its file of them is not here (TAP 253)
-			 */
-			was_standby = false;
-			unsettled = Max(unsettled, TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
-																	chroma_timeout_ms));
-			ereport(LOG,
-					(errmsg("chroma_sync worker: promoted; nothing is sent before %s, in case the former primary's requests are still applied",
-							timestamptz_to_str(unsettled))));
-		}
+
 		if (unsettled != 0)
 		{
 			TimestampTz now = GetCurrentTimestamp();
