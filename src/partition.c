@@ -385,10 +385,8 @@ check_leaving_leaves(Oid relid, List *mirrors, const char *how)
  */
 typedef struct PartitionStmt
 {
-	List	   *leaving;		/* Leaving */
 	Oid			altered;		/* the table an ALTER TABLE of partitions alters */
-	List	   *leaves_before;	/* oids: the partitions under it before */
-	List	   *attached;		/* oids: the tables it attaches */
+	List	   *children_before;	/* oids: its partitions before (detach pending too) */
 	List	   *outer_created;	/* created_relids of a statement this one runs within */
 	List	   *outer_skipped;	/* skipped_drops of a statement this one runs within */
 } PartitionStmt;
@@ -415,38 +413,26 @@ static List *skipped_drops = NIL;
  */
 static List *created_relids = NIL;
 
-/* A partition leaving mirrors (DETACH), remembered until the statement is done. */
-typedef struct Leaving
-{
-	Oid			relid;
-	List	   *mirrors;
-} Leaving;
 
 
-/*
- * Before a utility statement: what partitions it detaches belong to (afterwards they
- * belong to nothing), the leaves under the table an ALTER TABLE alters, and which
- * partitioned tables a DROP TABLE drops.
- */
-void *
-partition_utility_before(Node *stmt, int *saved)
+/* The partitions of relid, detach pending ones too (no lock). */
+static List *
+children_of(Oid relid)
 {
-	PartitionStmt *ps = palloc0(sizeof(PartitionStmt));
+	return find_inheritance_children_extended(relid, false, NoLock, NULL, NULL);
+}
+
+static void
+before_statement(Node *stmt, PartitionStmt *ps)
+{
 	ListCell   *lc;
-
-	*saved = list_length(dropping_roots);
-	list_free_deep(captures_dropped);
-	captures_dropped = NIL;
-	ps->outer_created = created_relids;
-	created_relids = NIL;
-	ps->outer_skipped = skipped_drops;
-	skipped_drops = NIL;
 
 	if (IsA(stmt, AlterTableStmt) && ((AlterTableStmt *) stmt)->objtype == OBJECT_TABLE)
 	{
 		AlterTableStmt *at = (AlterTableStmt *) stmt;
 		bool		partitions = false;
 		Oid			altered;
+		List	   *mirrors;
 
 		foreach(lc, at->cmds)
 		{
@@ -456,53 +442,43 @@ partition_utility_before(Node *stmt, int *saved)
 				partitions = true;
 		}
 		if (!partitions || !extension_here())
-			return ps;
+			return;
+		altered = RangeVarGetRelid(at->relation, NoLock, true);
+		if (!OidIsValid(altered) || get_rel_relkind(altered) != RELKIND_PARTITIONED_TABLE)
+			return;
+		mirrors = mirrors_above(altered, true);
+		if (mirrors == NIL)
+			return;				/* no mirror: nothing of PostgreSQL's own order changes */
 
 		/*
-		 * The tables are looked up here with the locks the statement takes, in its order
-		 * (the altered table, then each partition), so that the statement finds the same
-		 * ones: a name looked up without them may find another table once a concurrent
-		 * rename commits (TAP 223), or after the statement ran a function that changed
-		 * search_path (TAP 219).
+		 * The mirrors' partition-set locks first, before any lock on a table, so that two
+		 * sessions changing partitions under different partitioned partitions of one
+		 * mirrored table never deadlock on them (TAP 263). Then the altered table, with
+		 * the statement's own lock, as the statement itself takes it first: its
+		 * partitions cannot change until it ends, and it is the table the statement
+		 * alters (a name looked up without the lock may find another table once a
+		 * concurrent rename commits, TAP 223, or after the statement changed search_path,
+		 * TAP 219). The tables attached or detached are not looked up by name at all:
+		 * they are the partitions the altered table gained or lost (locking them here
+		 * would change PostgreSQL's order, the DEFAULT partition first: TAP 260).
 		 */
+		lock_partition_set(mirrors);
 		altered = AlterTableLookupRelation(at, AlterTableGetLockLevel(at->cmds));
 		if (!OidIsValid(altered) || get_rel_relkind(altered) != RELKIND_PARTITIONED_TABLE)
-			return ps;
+			return;
 		ps->altered = altered;
-		ps->leaves_before = find_all_inheritors(altered, NoLock, NULL);
-		foreach(lc, at->cmds)
-		{
-			AlterTableCmd *cmd = (AlterTableCmd *) lfirst(lc);
-			PartitionCmd *pc = (PartitionCmd *) cmd->def;
-			Oid			relid;
+		ps->children_before = children_of(altered);
+	}
+	else if ((IsA(stmt, CreateStmt) || IsA(stmt, CreateForeignTableStmt)) &&
+			 ((CreateStmt *) stmt)->partbound != NULL &&
+			 ((CreateStmt *) stmt)->inhRelations != NIL && extension_here())
+	{
+		/* the partition-set locks before the parent's lock, as above (TAP 263) */
+		Oid			parent = RangeVarGetRelid(linitial_node(RangeVar, ((CreateStmt *) stmt)->inhRelations),
+											  NoLock, true);
 
-			if (cmd->subtype == AT_AttachPartition)
-			{
-				relid = RangeVarGetRelid(pc->name, AccessExclusiveLock, true);
-				if (OidIsValid(relid))
-					ps->attached = lappend_oid(ps->attached, relid);
-			}
-			if (cmd->subtype != AT_DetachPartition && cmd->subtype != AT_DetachPartitionFinalize)
-				continue;
-			relid = RangeVarGetRelid(pc->name,
-									 cmd->subtype == AT_DetachPartition && pc->concurrent
-									 ? ShareUpdateExclusiveLock : AccessExclusiveLock, true);
-			if (OidIsValid(relid))
-			{
-				List	   *mirrors = partition_mirrors_of(relid);
-
-				if (mirrors != NIL)
-				{
-					Leaving    *l = palloc(sizeof(Leaving));
-
-					l->relid = relid;
-					l->mirrors = mirrors;
-					ps->leaving = lappend(ps->leaving, l);
-					/* a FINALIZE finds the triggers as the first DETACH left them */
-					check_leaving_leaves(relid, mirrors, "detached");
-				}
-			}
-		}
+		if (OidIsValid(parent))
+			lock_partition_set(mirrors_above(parent, true));
 	}
 	else if (IsA(stmt, DropStmt) && ((DropStmt *) stmt)->removeType == OBJECT_TABLE &&
 			 extension_here())
@@ -521,6 +497,35 @@ partition_utility_before(Node *stmt, int *saved)
 			}
 		}
 	}
+}
+
+/*
+ * Before a utility statement: the partition-set locks and the table an ALTER TABLE of
+ * partitions alters, with its partitions; the partitioned tables a DROP TABLE drops. An
+ * error here (a name the statement would refuse too) leaves nothing noted (TAP 261).
+ */
+void *
+partition_utility_before(Node *stmt, int *saved)
+{
+	PartitionStmt *ps = palloc0(sizeof(PartitionStmt));
+
+	*saved = list_length(dropping_roots);
+	list_free_deep(captures_dropped);
+	captures_dropped = NIL;
+	ps->outer_created = created_relids;
+	created_relids = NIL;
+	ps->outer_skipped = skipped_drops;
+	skipped_drops = NIL;
+	PG_TRY();
+	{
+		before_statement(stmt, ps);
+	}
+	PG_CATCH();
+	{
+		partition_utility_done(*saved, ps);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
 	return ps;
 }
 
@@ -532,78 +537,52 @@ partition_utility_after(Node *stmt, void *state)
 	ListCell   *lc;
 	ListCell   *lm;
 
-	foreach(lc, ps->leaving)
+	if (OidIsValid(ps->altered))
 	{
-		Leaving    *l = (Leaving *) lfirst(lc);
+		/*
+		 * The partitions the table altered lost (DETACH, FINALIZE, CONCURRENTLY once done)
+		 * and gained (ATTACH; SPLIT and MERGE make new ones, whose rows also come from the
+		 * partitions they drop, the hook below): no name looked up again. The statement
+		 * still holds its locks on them and their partitions, so the TRUNCATE triggers
+		 * checked are those it detached with (TAP 262, 266).
+		 */
+		List	   *mirrors = mirrors_above(ps->altered, true);
+		List	   *now = children_of(ps->altered);
+		List	   *gone = list_difference_oid(ps->children_before, now);
+		List	   *came = list_difference_oid(now, ps->children_before);
 
-		/* DETACH CONCURRENTLY that stopped half-way: FINALIZE does this */
-		if (get_rel_relispartition(l->relid))
-		{
-			List	   *still = partition_mirrors_of(l->relid);
-
-			if (still != NIL)
-				continue;
-		}
-		lock_partition_set(l->mirrors);
-		foreach(lm, l->mirrors)
-		{
-			MirrorConfig *m = (MirrorConfig *) lfirst(lm);
-
-			partition_leaf_triggers(m->mirror_id, l->relid, false);
-			chroma_capture_partition_keys(m->mirror_id, l->relid);
-		}
-	}
-	if (IsA(stmt, AlterTableStmt) && ((AlterTableStmt *) stmt)->objtype == OBJECT_TABLE)
-	{
-		bool		new_partitions = false;
-
-		foreach(lc, ((AlterTableStmt *) stmt)->cmds)
-		{
-			AlterTableCmd *cmd = (AlterTableCmd *) lfirst(lc);
-
-			/*
-			 * ATTACH, and the commands that make partitions of others (SPLIT, MERGE: their
-			 * rows come from partitions dropped, the hook below)
-			 */
-			if (cmd->def != NULL && IsA(cmd->def, PartitionCmd) &&
-				cmd->subtype != AT_DetachPartition && cmd->subtype != AT_DetachPartitionFinalize)
-				new_partitions = true;
-		}
-		foreach(lc, ps->attached)
+		lock_partition_set(mirrors);
+		foreach(lc, gone)
 		{
 			Oid			relid = lfirst_oid(lc);
 
-			if (!get_rel_relispartition(relid))
-				continue;
-			lock_partition_set(partition_mirrors_of(relid));
-			foreach(lm, partition_mirrors_of(relid))
-				chroma_capture_partition_keys(((MirrorConfig *) lfirst(lm))->mirror_id, relid);
-		}
-		if (new_partitions)
-		{
-			/*
-			 * Each leaf the statement put under the table altered gets the TRUNCATE
-			 * trigger of each mirror; a leaf that was there keeps its triggers as they
-			 * are (one its owner dropped is for the worker's check to find: TAP 217).
-			 */
-			Oid			relid = ps->altered;
-
-			if (OidIsValid(relid))
+			if (!SearchSysCacheExists1(RELOID, ObjectIdGetDatum(relid)))
+				continue;		/* dropped by the same statement: the hook below */
+			check_leaving_leaves(relid, mirrors, "detached");
+			foreach(lm, mirrors)
 			{
-				List	   *now = find_all_inheritors(relid, NoLock, NULL);
-				List	   *added = list_difference_oid(now, ps->leaves_before);
+				MirrorConfig *m = (MirrorConfig *) lfirst(lm);
 
-				lock_partition_set(mirrors_above(relid, true));
-				foreach(lm, mirrors_above(relid, true))
-				{
-					MirrorConfig *m = (MirrorConfig *) lfirst(lm);
-					ListCell   *la;
+				partition_leaf_triggers(m->mirror_id, relid, false);
+				chroma_capture_partition_keys(m->mirror_id, relid);
+			}
+		}
 
-					partition_check_leaves(relid, get_rel_name(m->relid));
-					foreach(la, added)
-						if (get_rel_relkind(lfirst_oid(la)) == RELKIND_RELATION)
-							partition_leaf_triggers(m->mirror_id, lfirst_oid(la), true);
-				}
+		/*
+		 * Only the partitions it gained get the TRUNCATE trigger: one dropped from a leaf
+		 * that was there stays missing, for the worker's check to find (TAP 217, 264).
+		 */
+		foreach(lc, came)
+		{
+			Oid			relid = lfirst_oid(lc);
+
+			foreach(lm, mirrors)
+			{
+				MirrorConfig *m = (MirrorConfig *) lfirst(lm);
+
+				partition_check_leaves(relid, get_rel_name(m->relid));
+				partition_leaf_triggers(m->mirror_id, relid, true);
+				chroma_capture_partition_keys(m->mirror_id, relid);
 			}
 		}
 	}
