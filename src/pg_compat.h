@@ -23,6 +23,13 @@
 #define chroma_class_ownercheck(relid, role) pg_class_ownercheck((relid), (role))
 #endif
 
+/* 17 tells a background worker by its backend type; IsBackgroundWorker is gone. */
+#if PG_VERSION_NUM >= 170000
+#define chroma_am_background_worker() AmBackgroundWorkerProcess()
+#else
+#define chroma_am_background_worker() IsBackgroundWorker
+#endif
+
 /* 18 spells "does not return" pg_noreturn, before the declaration. */
 #if PG_VERSION_NUM < 180000 && !defined(pg_noreturn)
 #define pg_noreturn pg_attribute_noreturn()

@@ -18,6 +18,7 @@
 #include "utils/resowner.h"
 #include "utils/snapmgr.h"
 
+#include "pg_compat.h"
 #include "sync.h"
 #include "sync_batch.h"
 
@@ -138,7 +139,7 @@ sync_try_subxact(void (*fn) (void *arg), void *arg, MemoryContext errctx, char *
 		 * rows: raised again, so the whole step is retried later (TAP 201 saw rows put in
 		 * chroma_sync.failed for a deadlock with partition DDL).
 		 */
-		if (IsBackgroundWorker &&
+		if (chroma_am_background_worker() &&
 			(ERRCODE_TO_CATEGORY(edata->sqlerrcode) == ERRCODE_TRANSACTION_ROLLBACK ||
 			 edata->sqlerrcode == ERRCODE_LOCK_NOT_AVAILABLE) &&
 			++transient_in_a_row <= TRANSIENT_RETRIES)
