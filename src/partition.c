@@ -266,7 +266,13 @@ partition_leaf_triggers(int mirror_id, Oid relid, bool create)
  * through the partitions of before, taking an attached partition's rows for deleted. The
  * DDL holds this lock (an object lock on the partitioned table, under a sub-id no column
  * has) until its transaction has ended, after its invalidations are sent; the worker takes
- * it shared before reading, and processes the invalidations when it gets it.
+ * it before reading, without waiting, and processes the invalidations when it gets it.
+ *
+ * The DDL's mode (ROW EXCLUSIVE) does not conflict with itself, only with the worker's
+ * (SHARE): two sessions changing partitions under one mirrored table never wait for each
+ * other on it (TAP 263), and it is taken once the statement has done its own lookups,
+ * checks and locks, in PostgreSQL's order (TAP 270-272: taken first, it made deadlocks
+ * PostgreSQL alone resolves, and a statement skipped for IF NOT EXISTS held it).
  */
 #define PARTITION_SET_SUBID 65000
 
@@ -277,7 +283,7 @@ lock_partition_set(List *mirrors)
 
 	foreach(lc, mirrors)
 		LockDatabaseObject(RelationRelationId, ((MirrorConfig *) lfirst(lc))->relid,
-						   PARTITION_SET_SUBID, AccessExclusiveLock);
+						   PARTITION_SET_SUBID, RowExclusiveLock);
 }
 
 bool
@@ -289,7 +295,7 @@ partition_set_read_lock(Oid relid)
 	if (get_rel_relkind(relid) != RELKIND_PARTITIONED_TABLE)
 		return true;
 	if (!ConditionalLockDatabaseObject(RelationRelationId, relid, PARTITION_SET_SUBID,
-									   AccessShareLock))
+									   ShareLock))
 		return false;
 
 	/*
@@ -451,34 +457,20 @@ before_statement(Node *stmt, PartitionStmt *ps)
 			return;				/* no mirror: nothing of PostgreSQL's own order changes */
 
 		/*
-		 * The mirrors' partition-set locks first, before any lock on a table, so that two
-		 * sessions changing partitions under different partitioned partitions of one
-		 * mirrored table never deadlock on them (TAP 263). Then the altered table, with
-		 * the statement's own lock, as the statement itself takes it first: its
-		 * partitions cannot change until it ends, and it is the table the statement
-		 * alters (a name looked up without the lock may find another table once a
-		 * concurrent rename commits, TAP 223, or after the statement changed search_path,
-		 * TAP 219). The tables attached or detached are not looked up by name at all:
-		 * they are the partitions the altered table gained or lost (locking them here
-		 * would change PostgreSQL's order, the DEFAULT partition first: TAP 260).
+		 * The altered table, with the statement's own lock and checks, as the statement
+		 * itself takes it first: its partitions cannot change until it ends, and it is
+		 * the table the statement alters (a name looked up without the lock may find
+		 * another table once a concurrent rename commits, TAP 223, or after the statement
+		 * changed search_path, TAP 219). The tables attached or detached are not looked
+		 * up by name at all: they are the partitions the altered table gained or lost
+		 * (locking them here would change PostgreSQL's order, the DEFAULT partition
+		 * first: TAP 260). The partition-set locks come after the statement.
 		 */
-		lock_partition_set(mirrors);
 		altered = AlterTableLookupRelation(at, AlterTableGetLockLevel(at->cmds));
 		if (!OidIsValid(altered) || get_rel_relkind(altered) != RELKIND_PARTITIONED_TABLE)
 			return;
 		ps->altered = altered;
 		ps->children_before = children_of(altered);
-	}
-	else if ((IsA(stmt, CreateStmt) || IsA(stmt, CreateForeignTableStmt)) &&
-			 ((CreateStmt *) stmt)->partbound != NULL &&
-			 ((CreateStmt *) stmt)->inhRelations != NIL && extension_here())
-	{
-		/* the partition-set locks before the parent's lock, as above (TAP 263) */
-		Oid			parent = RangeVarGetRelid(linitial_node(RangeVar, ((CreateStmt *) stmt)->inhRelations),
-											  NoLock, true);
-
-		if (OidIsValid(parent))
-			lock_partition_set(mirrors_above(parent, true));
 	}
 	else if (IsA(stmt, DropStmt) && ((DropStmt *) stmt)->removeType == OBJECT_TABLE &&
 			 extension_here())
