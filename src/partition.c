@@ -599,11 +599,13 @@ partition_utility_after(Node *stmt, void *state)
 		foreach(lr, created_relids)
 		{
 			Oid			relid = lfirst_oid(lr);
+			List	   *mirrors;
 
 			if (!get_rel_relispartition(relid))
 				continue;		/* a TOAST table, an index, or not made a partition */
-			lock_partition_set(partition_mirrors_of(relid));
-			foreach(lm, partition_mirrors_of(relid))
+			mirrors = partition_mirrors_of(relid);
+			lock_partition_set(mirrors);
+			foreach(lm, mirrors)
 			{
 				MirrorConfig *m = (MirrorConfig *) lfirst(lm);
 
