@@ -6,9 +6,9 @@
 # host's PostgreSQL 15; then (suite "majors") PostgreSQL 17, 18 and 19 in Debian roots made
 # with debootstrap from the machine's own archive (trixie: 17, sid: 18, experimental: 19;
 # cached in /var/cache/chroma_sync/pgroots): on each, the extension built with WERROR=1,
-# pg_regress, and TAP tests run inside the root (18: pg_regress on both Chroma servers and
-# every TAP file but a few long ones that 15 runs; 17 and 19: pg_regress on the first server
-# and the mirror TAP set, 19 also the partitioned mirror's; see pg_tap_set and pg_tap_skip in
+# pg_regress, and TAP tests run inside the root (18: pg_regress on both Chroma servers, the
+# mirror TAP set and the red-team TAP files, which 15 leaves to it; 17 and 19: pg_regress on
+# the first server and the mirror TAP set, 19 also the partitioned mirror's; see pg_tap_set and pg_tap_skip in
 # test/lib/pg_roots.sh). 18, and static, unit, fuzz, 17 and 19, run in harnesses
 # of their own alongside the rest (PG_CONCURRENT_MAJORS= turns that off). Stops every server it started, also on failure.
 # The last line of output is "N passed, M failed" (before it, "parts:" gives the time of
