@@ -310,6 +310,7 @@ typedef struct Pipeline
 	bool		backlog;		/* drain: the last read filled a batch */
 	bool		table_busy;		/* another session holds a lock that stops reading the table */
 	bool		stale;			/* backfill: restarted since the configuration was read */
+	TimestampTz started;		/* the step's start (PIPELINE_MAX_MS) */
 } Pipeline;
 
 /*
@@ -418,8 +419,14 @@ may_begin(Pipeline *p, Flight *f)
 	if (p->ninflight >= p->max_inflight)
 		return false;
 	for (int i = 0; i < p->ninflight; i++)
+	{
 		if (flights_overlap(p->inflight[i], f))
+		{
+			elog(DEBUG1, "chroma_sync: mirror %d: a batch waits for the request in flight that holds one of its keys",
+				 p->m->mirror_id);
 			return false;
+		}
+	}
 	return true;
 }
 
@@ -428,7 +435,12 @@ static void
 pipeline_begin(Pipeline *p, Flight *f)
 {
 	if (!p->backfill)
+	{
 		stall_for_tests();
+		/* with several in flight, the test stall does not use up the step's time */
+		if (p->max_inflight > 1 && chroma_test_stall_ms > 0)
+			p->started = TimestampTzPlusMilliseconds(p->started, chroma_test_stall_ms);
+	}
 	sync_flight_begin(p->m, &f->f);
 	f->seq = ++requests_begun;
 	p->inflight[p->ninflight++] = f;
@@ -866,6 +878,9 @@ send_alone(Pipeline *p, Flight *f, bool barrier)
 {
 	SendResult	res;
 
+	if (barrier && p->ninflight > 0)
+		elog(DEBUG1, "chroma_sync: mirror %d: TRUNCATE barrier: the %d requests in flight complete before the clear",
+			 p->m->mirror_id, p->ninflight);
 	if (!pipeline_complete_all(p))
 		return false;
 	if (barrier)
@@ -900,12 +915,12 @@ run_pipeline(MirrorConfig *m, MirrorState *st, TimestampTz *wake_at, bool backfi
 	bool		last_page = false;	/* backfill: the last page has been read */
 	bool		ok = true;
 	char	   *after_key = m->backfill_after ? pstrdup(m->backfill_after) : NULL;
-	TimestampTz started = GetCurrentTimestamp();
 
 	p->m = m;
 	p->st = st;
 	p->wake_at = wake_at;
 	p->backfill = backfill;
+	p->started = GetCurrentTimestamp();
 	p->max_inflight = Max(1, Min(chroma_max_concurrent_requests, CHROMA_MAX_CONCURRENT_REQUESTS_LIMIT));
 	st->pipeline = p;
 	while (ok)
@@ -925,7 +940,7 @@ run_pipeline(MirrorConfig *m, MirrorState *st, TimestampTz *wake_at, bool backfi
 		if (!backfill && p->ninflight > 0 && p->ready == NULL && !p->backlog && !exhausted)
 			sync_flight_wait(&p->inflight[0]->f);
 		if (p->ready == NULL && !exhausted && batches < PIPELINE_MAX_BATCHES &&
-			!TimestampDifferenceExceeds(started, GetCurrentTimestamp(), PIPELINE_MAX_MS))
+			!TimestampDifferenceExceeds(p->started, GetCurrentTimestamp(), PIPELINE_MAX_MS))
 		{
 			Flight	   *f = flight_new();
 			MemoryContext old = MemoryContextSwitchTo(f->ctx);
