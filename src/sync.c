@@ -204,7 +204,14 @@ finish_batch(MirrorConfig *m, MirrorState *st, Batch *b, SendResult *res, bool b
 		 * read for: a chroma_resync (or adopt) that restarted the backfill meanwhile is
 		 * not undone by this stale page, the first page (from NULL) included.
 		 */
-		sync_exec("UPDATE chroma_sync.mirror SET synced = synced + $2, last_sync_at = pg_catalog.now(), "
+		/*
+		 * A backfill page that does not move the watermark (acknowledged after an earlier
+		 * page failed, or stale) is read and sent again: it is counted then.
+		 */
+		sync_exec("UPDATE chroma_sync.mirror SET synced = synced + CASE WHEN NOT $3 "
+			 "OR (backfill_after IS NOT DISTINCT FROM $6 "
+			 "AND backfill_started_at IS NOT DISTINCT FROM $7) THEN $2 ELSE 0 END, "
+			 "last_sync_at = pg_catalog.now(), "
 			 "in_error = false, "
 			 "backfill_after = CASE WHEN $3 AND backfill_after IS NOT DISTINCT FROM $6 "
 			 "AND backfill_started_at IS NOT DISTINCT FROM $7 "
@@ -449,12 +456,17 @@ pipeline_begin(Pipeline *p, Flight *f)
 			 p->m->mirror_id, p->ninflight);
 }
 
-/* Takes the oldest flight out of the FIFO. */
+/*
+ * Waits for the oldest flight's answer and only then takes it out of the FIFO: while it
+ * is waited for (a cancel, an error in a bisection) it is still in flight, and
+ * sync_abandon remembers its keys as outcome-unknown.
+ */
 static Flight *
-pipeline_pop(Pipeline *p)
+pipeline_finish_oldest(Pipeline *p, SendResult *res)
 {
 	Flight	   *f = p->inflight[0];
 
+	sync_flight_finish(p->m, &f->b, &f->f, res);
 	p->ninflight--;
 	memmove(&p->inflight[0], &p->inflight[1], sizeof(Flight *) * p->ninflight);
 	p->inflight[p->ninflight] = NULL;
@@ -462,26 +474,38 @@ pipeline_pop(Pipeline *p)
 }
 
 /*
- * After a failure: completes every other flight, oldest first. An acknowledged one is
- * finished (its entries deleted); a failed one keeps its entries, and its keys are
- * remembered when its outcome is unknown. The failure count is the failed flight's.
+ * After a failure (first's result): completes every other flight, oldest first. An
+ * acknowledged one is finished (its entries deleted); a failed one keeps its entries, and
+ * its keys are remembered when its outcome is unknown. The failure count is first's; the
+ * back-off honours the longest Retry-After of them all, and a flight that must pause the
+ * mirror (a refused key, a collection gone) pauses it whatever first's outcome.
  */
 static void
-pipeline_settle(Pipeline *p)
+pipeline_settle(Pipeline *p, SendResult *first)
 {
 	int			failures = p->st->failures;
 	TimestampTz next_attempt = p->st->next_attempt;
 
 	while (p->ninflight > 0)
 	{
-		Flight	   *f = pipeline_pop(p);
 		SendResult	res;
+		Flight	   *f = pipeline_finish_oldest(p, &res);
 
-		sync_flight_finish(p->m, &f->b, &f->f, &res);
 		if (res.outcome == SEND_OK)
 			finish_batch(p->m, p->st, &f->b, &res, p->backfill, f->seq);
-		else if (res.outcome_unknown)
-			remember_unknown(p->st, &f->b);
+		else
+		{
+			if (res.outcome_unknown)
+				remember_unknown(p->st, &f->b);
+			if (res.retry_after_s > first->retry_after_s)
+				first->retry_after_s = res.retry_after_s;
+			if (res.outcome == SEND_STOP && first->outcome != SEND_STOP)
+			{
+				first->outcome = SEND_STOP;
+				first->message = res.message;
+				first->collection_gone = res.collection_gone;
+			}
+		}
 		flight_free(f);
 	}
 	p->st->failures = failures;
@@ -496,15 +520,17 @@ pipeline_settle(Pipeline *p)
 static bool
 pipeline_complete(Pipeline *p)
 {
-	Flight	   *f = pipeline_pop(p);
 	SendResult	res;
+	Flight	   *f = pipeline_finish_oldest(p, &res);
 
-	sync_flight_finish(p->m, &f->b, &f->f, &res);
 	if (res.outcome != SEND_OK)
 	{
 		flight_free(p->ready);
 		p->ready = NULL;
-		pipeline_settle(p);
+		/* remembered before the others are waited for (a cancel meanwhile) */
+		if (res.outcome_unknown)
+			remember_unknown(p->st, &f->b);
+		pipeline_settle(p, &res);
 		(void) send_failed(p->m, p->st, &f->b, &res, p->wake_at);
 		flight_free(f);
 		return false;
@@ -539,7 +565,7 @@ sync_abandon(MirrorState *st)
 		return;
 	/* the requests are aborted, but may have reached the server */
 	for (int i = 0; i < p->ninflight; i++)
-		if (p->inflight[i]->f.req != NULL)
+		if (p->inflight[i]->f.n > 0)
 			remember_unknown(st, &p->inflight[i]->b);
 	p->ninflight = 0;
 	p->ready = NULL;
@@ -856,10 +882,9 @@ pipeline_end(Pipeline *p)
 	while (p->ninflight > 0)
 	{
 		/* only when asked to stop: wait, and forget */
-		Flight	   *f = pipeline_pop(p);
 		SendResult	res;
+		Flight	   *f = pipeline_finish_oldest(p, &res);
 
-		sync_flight_finish(p->m, &f->b, &f->f, &res);
 		if (res.outcome_unknown)
 			remember_unknown(p->st, &f->b);
 		flight_free(f);
