@@ -278,7 +278,7 @@ static void backfill_done(MirrorConfig *m, const char *last_key, const char *set
  *
  * Up to chroma_sync.max_concurrent_requests (N) requests are in flight, in a FIFO; with
  * N = 1 (the default) one request at a time, as Chroma applies writes one after the other
- * anyway. For any N (DESIGN-N-inflight.md):
+ * anyway. For any N (doc/concurrency.md):
  * - no key is in two requests in flight: a batch holding a key of a flight in flight
  *   waits (as the ready batch) until that flight has completed;
  * - flights complete oldest first, so batches and backfill pages are finished in the

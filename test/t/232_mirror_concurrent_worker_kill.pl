@@ -21,7 +21,7 @@ my $coll = 'cs_t222';
 my $node = new_node('concurrent_worker_kill',
 	conf => "chroma_sync.url = 'http://127.0.0.1:$pport'\n"
 	  . "chroma_sync.max_concurrent_requests = 4\nchroma_sync.batch_size = 5\n"
-	  . "chroma_sync.timeout = 20000\nlog_min_messages = debug1\nrestart_after_crash = on\n");
+	  . "chroma_sync.timeout = 8000\nlog_min_messages = debug1\nrestart_after_crash = on\n");
 my $log0 = log_offset($node);
 
 sub log_count

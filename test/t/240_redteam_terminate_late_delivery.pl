@@ -15,7 +15,7 @@
 # not run, its in-flight keys are never parked in chroma_sync.resend).
 # Expected: the keys of requests in flight when the worker went are treated as outcome
 # unknown (sent again after the request timeout), so Chroma ends equal to the table.
-# (DESIGN-N-inflight.md names this gap for N = 1 as well; with N in flight the window
+# (doc/concurrency.md names this gap for N = 1 as well; with N in flight the window
 # is N batches wide.)
 use strict;
 use warnings;

@@ -1,7 +1,7 @@
 # RED TEAM REPRO: the worker SIGKILLed (cluster crash restart) with 4 requests in flight,
 # and a request it had begun delivered to Chroma late (a slow gateway), after the
 # restarted worker sent the rows' newer state: the stale state wins, nothing sends the
-# rows again. (A before_shmem_exit hook, proposed in DESIGN-N-inflight.md for the
+# rows again. (A before_shmem_exit hook, proposed in doc/concurrency.md for the
 # terminate case, cannot run here.)
 #
 # Sequence: N = 4, batches of 5, 20 rows mirrored (direct URL); chroma_sync.url switched
