@@ -330,7 +330,7 @@ define_settings(void)
 							NULL, &chroma_max_response_kb, 512 * 1024, 64, 1024 * 1024 - 1,
 							PGC_SUSET, GUC_UNIT_KB, NULL, NULL, NULL);
 	DefineCustomIntVariable("chroma_sync.max_concurrent_requests",
-							"Requests chroma_upsert_query keeps in flight at once, each with its own records.",
+							"Requests chroma_upsert_query, and the sync worker for each mirror, keep in flight at once, each with its own records.",
 							NULL, &chroma_max_concurrent_requests, 1, 1, CHROMA_MAX_CONCURRENT_REQUESTS_LIMIT,
 							PGC_USERSET, 0, NULL, NULL, NULL);
 	DefineCustomEnumVariable("chroma_sync.embedding_encoding",

@@ -111,8 +111,16 @@ stall_for_tests(void)
 
 /* ---- finishing a batch ---- */
 
+/*
+ * Every request the worker begins gets the next number: a success proves nothing about a
+ * request that was in flight with it, only about those that completed before it began.
+ */
+static uint64 requests_begun = 0;
+
+/* seq: the number of the request (or the last of the requests) that sent b */
 static void
-finish_batch(MirrorConfig *m, MirrorState *st, Batch *b, SendResult *res, bool backfill)
+finish_batch(MirrorConfig *m, MirrorState *st, Batch *b, SendResult *res, bool backfill,
+			 uint64 seq)
 {
 	List	   *ok_keys = NIL;
 	Oid			t2[2] = {INT4OID, TEXTARRAYOID};
@@ -160,9 +168,10 @@ finish_batch(MirrorConfig *m, MirrorState *st, Batch *b, SendResult *res, bool b
 	}
 	/*
 	 * Keys whose earlier request may still be applied late, not in chroma_sync.resend
-	 * (it does not exist before 0.5): send their state again after this success.
+	 * (it does not exist before 0.5): send their state again after this success, if this
+	 * request began after they were noted (not one that was in flight with theirs).
 	 */
-	if (st->unknown_keys != NIL)
+	if (st->unknown_keys != NIL && seq > st->unknown_seq)
 	{
 		Datum		values[2] = {Int32GetDatum(m->mirror_id), sync_text_array(st->unknown_keys)};
 
@@ -195,7 +204,14 @@ finish_batch(MirrorConfig *m, MirrorState *st, Batch *b, SendResult *res, bool b
 		 * read for: a chroma_resync (or adopt) that restarted the backfill meanwhile is
 		 * not undone by this stale page, the first page (from NULL) included.
 		 */
-		sync_exec("UPDATE chroma_sync.mirror SET synced = synced + $2, last_sync_at = pg_catalog.now(), "
+		/*
+		 * A backfill page that does not move the watermark (acknowledged after an earlier
+		 * page failed, or stale) is read and sent again: it is counted then.
+		 */
+		sync_exec("UPDATE chroma_sync.mirror SET synced = synced + CASE WHEN NOT $3 "
+			 "OR (backfill_after IS NOT DISTINCT FROM $6 "
+			 "AND backfill_started_at IS NOT DISTINCT FROM $7) THEN $2 ELSE 0 END, "
+			 "last_sync_at = pg_catalog.now(), "
 			 "in_error = false, "
 			 "backfill_after = CASE WHEN $3 AND backfill_after IS NOT DISTINCT FROM $6 "
 			 "AND backfill_started_at IS NOT DISTINCT FROM $7 "
@@ -240,6 +256,7 @@ send_failed(MirrorConfig *m, MirrorState *st, Batch *b, SendResult *res, Timesta
 			sync_unknown_add(st, b->recs[i].key);
 		foreach(lc, res->unknown_ids)
 			sync_unknown_add(st, (const char *) lfirst(lc));
+		st->unknown_seq = requests_begun;
 		sync_unknown_persist(st);
 	}
 	record_error(m, res->message, false);
@@ -255,12 +272,23 @@ static void backfill_done(MirrorConfig *m, const char *last_key, const char *set
 /* ---- the pipeline ---- */
 
 /*
- * A step sends batch after batch for up to PIPELINE_MAX_MS. While one batch's request is
- * in flight, the next batch is read and encoded; it is sent the moment that request
- * completes, and only then is the completed batch finished (queue entries deleted,
- * watermark persisted). One request at a time: a key is never in two requests at once,
- * and Chroma applies writes one after the other anyway (concurrent writes to the same
- * collection only contend inside the server).
+ * A step sends batch after batch for up to PIPELINE_MAX_MS. While requests are in flight,
+ * the next batch is read and encoded; it is sent the moment it may be, and a completed
+ * batch is finished (queue entries deleted, watermark persisted) after that.
+ *
+ * Up to chroma_sync.max_concurrent_requests (N) requests are in flight, in a FIFO; with
+ * N = 1 (the default) one request at a time, as Chroma applies writes one after the other
+ * anyway. For any N (doc/concurrency.md):
+ * - no key is in two requests in flight: a batch holding a key of a flight in flight
+ *   waits (as the ready batch) until that flight has completed;
+ * - flights complete oldest first, so batches and backfill pages are finished in the
+ *   order they were read, each deleting exactly its own queue entries after its own
+ *   request was acknowledged;
+ * - a TRUNCATE barrier completes every flight before the clear (send_alone), and nothing
+ *   is read past it;
+ * - when a flight fails, every other flight is completed before the failure is recorded:
+ *   keys whose outcome is unknown are queued again only after everything in flight with
+ *   them has completed (and the request timeout has passed: sync_unknown.c).
  */
 #define PIPELINE_MAX_BATCHES 64
 #define PIPELINE_MAX_MS		1000	/* per step, so other mirrors get their turn */
@@ -271,6 +299,9 @@ typedef struct Flight
 	Batch		b;
 	SyncFlight	f;
 	int64		scan_max;		/* drain: the last queue id of the ordered scan */
+	uint64		seq;			/* requests_begun when its request began */
+	char	  **keys;			/* N > 1: its keys, sorted (the overlap check) */
+	int			nkeys;
 } Flight;
 
 typedef struct Pipeline
@@ -279,11 +310,14 @@ typedef struct Pipeline
 	MirrorState *st;
 	TimestampTz *wake_at;
 	bool		backfill;
-	Flight	   *inflight;		/* its request is in flight */
-	Flight	   *ready;			/* read and encoded, sent when inflight completes */
+	int			max_inflight;	/* chroma_sync.max_concurrent_requests */
+	int			ninflight;
+	Flight	   *inflight[CHROMA_MAX_CONCURRENT_REQUESTS_LIMIT];	/* oldest first */
+	Flight	   *ready;			/* read and encoded, sent when it may be */
 	bool		backlog;		/* drain: the last read filled a batch */
 	bool		table_busy;		/* another session holds a lock that stops reading the table */
 	bool		stale;			/* backfill: restarted since the configuration was read */
+	TimestampTz started;		/* the step's start (PIPELINE_MAX_MS) */
 } Pipeline;
 
 /*
@@ -347,39 +381,166 @@ remember_unknown(MirrorState *st, Batch *b)
 {
 	for (int i = 0; i < b->n; i++)
 		sync_unknown_add(st, b->recs[i].key);
+	st->unknown_seq = requests_begun;
 	sync_unknown_persist(st);
 }
 
+/* With several in flight: the batch's keys, sorted, for flights_overlap. */
+static void
+flight_sort_keys(Pipeline *p, Flight *f)
+{
+	if (p->max_inflight <= 1)
+		return;
+	f->keys = MemoryContextAlloc(f->ctx, sizeof(char *) * Max(f->b.n, 1));
+	for (int i = 0; i < f->b.n; i++)
+		f->keys[i] = f->b.recs[i].key;
+	f->nkeys = f->b.n;
+	qsort(f->keys, f->nkeys, sizeof(char *), sync_compare_keys);
+}
+
+/* Do the two batches share a key? (sorted keys, one merge) */
+static bool
+flights_overlap(Flight *a, Flight *b)
+{
+	int			i = 0;
+	int			j = 0;
+
+	while (i < a->nkeys && j < b->nkeys)
+	{
+		int			c = strcmp(a->keys[i], b->keys[j]);
+
+		if (c == 0)
+			return true;
+		if (c < 0)
+			i++;
+		else
+			j++;
+	}
+	return false;
+}
+
+/* Whether f may begin now: a request slot is free and no flight holds one of its keys. */
+static bool
+may_begin(Pipeline *p, Flight *f)
+{
+	if (p->ninflight >= p->max_inflight)
+		return false;
+	for (int i = 0; i < p->ninflight; i++)
+	{
+		if (flights_overlap(p->inflight[i], f))
+		{
+			elog(DEBUG1, "chroma_sync: mirror %d: a batch waits for the request in flight that holds one of its keys",
+				 p->m->mirror_id);
+			return false;
+		}
+	}
+	return true;
+}
+
+/* Begins f's request (after the test stall and the rate limit); f is in flight. */
+static void
+pipeline_begin(Pipeline *p, Flight *f)
+{
+	if (!p->backfill)
+	{
+		stall_for_tests();
+		/* with several in flight, the test stall does not use up the step's time */
+		if (p->max_inflight > 1 && chroma_test_stall_ms > 0)
+			p->started = TimestampTzPlusMilliseconds(p->started, chroma_test_stall_ms);
+	}
+	sync_flight_begin(p->m, &f->f);
+	f->seq = ++requests_begun;
+	p->inflight[p->ninflight++] = f;
+	if (p->ninflight > 1)
+		elog(DEBUG1, "chroma_sync: mirror %d: %d requests in flight",
+			 p->m->mirror_id, p->ninflight);
+}
+
 /*
- * Waits for the request in flight; on success sends the ready batch (if any) and then
- * finishes the completed one. On failure the ready batch is dropped (its entries stay
- * queued, its page is read again) and false is returned.
+ * Waits for the oldest flight's answer and only then takes it out of the FIFO: while it
+ * is waited for (a cancel, an error in a bisection) it is still in flight, and
+ * sync_abandon remembers its keys as outcome-unknown.
+ */
+static Flight *
+pipeline_finish_oldest(Pipeline *p, SendResult *res)
+{
+	Flight	   *f = p->inflight[0];
+
+	sync_flight_finish(p->m, &f->b, &f->f, res);
+	p->ninflight--;
+	memmove(&p->inflight[0], &p->inflight[1], sizeof(Flight *) * p->ninflight);
+	p->inflight[p->ninflight] = NULL;
+	return f;
+}
+
+/*
+ * After a failure (first's result): completes every other flight, oldest first. An
+ * acknowledged one is finished (its entries deleted); a failed one keeps its entries, and
+ * its keys are remembered when its outcome is unknown. The failure count is first's; the
+ * back-off honours the longest Retry-After of them all, and a flight that must pause the
+ * mirror (a refused key, a collection gone) pauses it whatever first's outcome.
+ */
+static void
+pipeline_settle(Pipeline *p, SendResult *first)
+{
+	int			failures = p->st->failures;
+	TimestampTz next_attempt = p->st->next_attempt;
+
+	while (p->ninflight > 0)
+	{
+		SendResult	res;
+		Flight	   *f = pipeline_finish_oldest(p, &res);
+
+		if (res.outcome == SEND_OK)
+			finish_batch(p->m, p->st, &f->b, &res, p->backfill, f->seq);
+		else
+		{
+			if (res.outcome_unknown)
+				remember_unknown(p->st, &f->b);
+			if (res.retry_after_s > first->retry_after_s)
+				first->retry_after_s = res.retry_after_s;
+			if (res.outcome == SEND_STOP && first->outcome != SEND_STOP)
+			{
+				first->outcome = SEND_STOP;
+				first->message = res.message;
+				first->collection_gone = res.collection_gone;
+			}
+		}
+		flight_free(f);
+	}
+	p->st->failures = failures;
+	p->st->next_attempt = next_attempt;
+}
+
+/*
+ * Completes the oldest flight; on success sends the ready batch (when it may begin) and
+ * then finishes the completed one. On failure the ready batch is dropped (its entries stay
+ * queued, its page is read again), the other flights are completed, and false is returned.
  */
 static bool
 pipeline_complete(Pipeline *p)
 {
-	Flight	   *f = p->inflight;
 	SendResult	res;
+	Flight	   *f = pipeline_finish_oldest(p, &res);
 
-	sync_flight_finish(p->m, &f->b, &f->f, &res);
-	p->inflight = NULL;
 	if (res.outcome != SEND_OK)
 	{
 		flight_free(p->ready);
 		p->ready = NULL;
+		/* remembered before the others are waited for (a cancel meanwhile) */
+		if (res.outcome_unknown)
+			remember_unknown(p->st, &f->b);
+		pipeline_settle(p, &res);
 		(void) send_failed(p->m, p->st, &f->b, &res, p->wake_at);
 		flight_free(f);
 		return false;
 	}
-	if (p->ready != NULL)
+	if (p->ready != NULL && may_begin(p, p->ready))
 	{
-		if (!p->backfill)
-			stall_for_tests();
-		sync_flight_begin(p->m, &p->ready->f);
-		p->inflight = p->ready;
+		pipeline_begin(p, p->ready);
 		p->ready = NULL;
 	}
-	finish_batch(p->m, p->st, &f->b, &res, p->backfill);
+	finish_batch(p->m, p->st, &f->b, &res, p->backfill, f->seq);
 	flight_free(f);
 	return true;
 }
@@ -387,7 +548,7 @@ pipeline_complete(Pipeline *p)
 static bool
 pipeline_complete_all(Pipeline *p)
 {
-	while (p->inflight != NULL)
+	while (p->ninflight > 0)
 		if (!pipeline_complete(p))
 			return false;
 	return true;
@@ -402,25 +563,35 @@ sync_abandon(MirrorState *st)
 	set_busy(0);
 	if (p == NULL)
 		return;
-	/* the request is aborted, but may have reached the server */
-	if (p->inflight != NULL && p->inflight->f.req != NULL)
-		remember_unknown(st, &p->inflight->b);
-	p->inflight = p->ready = NULL;
+	/* the requests are aborted, but may have reached the server */
+	for (int i = 0; i < p->ninflight; i++)
+		if (p->inflight[i]->f.n > 0)
+			remember_unknown(st, &p->inflight[i]->b);
+	p->ninflight = 0;
+	p->ready = NULL;
 }
 
 /* ---- reading batches ---- */
 
-/* The queue ids of the batch in flight above after (its coalesced entries). */
+/* The queue ids of the batches in flight above after (their coalesced entries). */
 static Datum
 inflight_qids(Pipeline *p, int64 after)
 {
-	Batch	   *fb = p->inflight ? &p->inflight->b : NULL;
-	Datum	   *d = palloc_array(Datum, Max(fb ? fb->nqids : 0, 1));
+	Datum	   *d;
+	int			total = 0;
 	int			n = 0;
 
-	for (int j = 0; fb != NULL && j < fb->nqids; j++)
-		if (fb->qids[j] > after)
-			d[n++] = Int64GetDatum(fb->qids[j]);
+	for (int i = 0; i < p->ninflight; i++)
+		total += p->inflight[i]->b.nqids;
+	d = palloc_array(Datum, Max(total, 1));
+	for (int i = 0; i < p->ninflight; i++)
+	{
+		Batch	   *fb = &p->inflight[i]->b;
+
+		for (int j = 0; j < fb->nqids; j++)
+			if (fb->qids[j] > after)
+				d[n++] = Int64GetDatum(fb->qids[j]);
+	}
 	return PointerGetDatum(construct_array(d, n, INT8OID, 8, true, TYPALIGN_DOUBLE));
 }
 
@@ -479,7 +650,8 @@ typedef enum DrainRead
 
 /*
  * Reads the next queue entries (not those in flight) and the current rows of their
- * keys into f->b, in f->ctx.
+ * keys into f->b, in f->ctx. While flights are in flight the scan goes on after the
+ * newest one's (each scan starts after the last, so the newest went furthest).
  */
 static DrainRead
 read_drain_batch(Pipeline *p, Flight *f)
@@ -487,7 +659,7 @@ read_drain_batch(Pipeline *p, Flight *f)
 	MirrorConfig *m = p->m;
 	Batch	   *b = &f->b;
 	int			limit = chroma_effective_batch_size();
-	int64		after = p->inflight ? p->inflight->scan_max : 0;
+	int64		after = p->ninflight > 0 ? p->inflight[p->ninflight - 1]->scan_max : 0;
 	char	  **keys;
 	char	  **qkeys;
 	int			nkeys = 0;
@@ -707,16 +879,15 @@ read_backfill_batch(Pipeline *p, Flight *f, const char *after)
 static void
 pipeline_end(Pipeline *p)
 {
-	if (p->inflight != NULL)
+	while (p->ninflight > 0)
 	{
 		/* only when asked to stop: wait, and forget */
 		SendResult	res;
+		Flight	   *f = pipeline_finish_oldest(p, &res);
 
-		sync_flight_finish(p->m, &p->inflight->b, &p->inflight->f, &res);
 		if (res.outcome_unknown)
-			remember_unknown(p->st, &p->inflight->b);
-		flight_free(p->inflight);
-		p->inflight = NULL;
+			remember_unknown(p->st, &f->b);
+		flight_free(f);
 	}
 	flight_free(p->ready);
 	p->ready = NULL;
@@ -732,6 +903,9 @@ send_alone(Pipeline *p, Flight *f, bool barrier)
 {
 	SendResult	res;
 
+	if (barrier && p->ninflight > 0)
+		elog(DEBUG1, "chroma_sync: mirror %d: TRUNCATE barrier: the %d requests in flight complete before the clear",
+			 p->m->mirror_id, p->ninflight);
 	if (!pipeline_complete_all(p))
 		return false;
 	if (barrier)
@@ -747,7 +921,8 @@ send_alone(Pipeline *p, Flight *f, bool barrier)
 		if (res.outcome != SEND_OK)
 			return send_failed(p->m, p->st, &f->b, &res, p->wake_at);
 	}
-	finish_batch(p->m, p->st, &f->b, &res, p->backfill);
+	/* its requests began after every earlier one completed */
+	finish_batch(p->m, p->st, &f->b, &res, p->backfill, ++requests_begun);
 	return true;
 }
 
@@ -765,12 +940,13 @@ run_pipeline(MirrorConfig *m, MirrorState *st, TimestampTz *wake_at, bool backfi
 	bool		last_page = false;	/* backfill: the last page has been read */
 	bool		ok = true;
 	char	   *after_key = m->backfill_after ? pstrdup(m->backfill_after) : NULL;
-	TimestampTz started = GetCurrentTimestamp();
 
 	p->m = m;
 	p->st = st;
 	p->wake_at = wake_at;
 	p->backfill = backfill;
+	p->started = GetCurrentTimestamp();
+	p->max_inflight = Max(1, Min(chroma_max_concurrent_requests, CHROMA_MAX_CONCURRENT_REQUESTS_LIMIT));
 	st->pipeline = p;
 	while (ok)
 	{
@@ -786,10 +962,10 @@ run_pipeline(MirrorConfig *m, MirrorState *st, TimestampTz *wake_at, bool backfi
 		 * committed meanwhile, but before the completed batch is finished: the next
 		 * request goes out first, and finishing overlaps it (lower latency).
 		 */
-		if (!backfill && p->inflight != NULL && p->ready == NULL && !p->backlog && !exhausted)
-			sync_flight_wait(&p->inflight->f);
+		if (!backfill && p->ninflight > 0 && p->ready == NULL && !p->backlog && !exhausted)
+			sync_flight_wait(&p->inflight[0]->f);
 		if (p->ready == NULL && !exhausted && batches < PIPELINE_MAX_BATCHES &&
-			!TimestampDifferenceExceeds(started, GetCurrentTimestamp(), PIPELINE_MAX_MS))
+			!TimestampDifferenceExceeds(p->started, GetCurrentTimestamp(), PIPELINE_MAX_MS))
 		{
 			Flight	   *f = flight_new();
 			MemoryContext old = MemoryContextSwitchTo(f->ctx);
@@ -837,19 +1013,15 @@ run_pipeline(MirrorConfig *m, MirrorState *st, TimestampTz *wake_at, bool backfi
 				flight_free(f);
 				continue;
 			}
+			flight_sort_keys(p, f);
 			MemoryContextSwitchTo(old);
-			if (p->inflight == NULL)
-			{
-				if (!backfill)
-					stall_for_tests();
-				sync_flight_begin(m, &f->f);
-				p->inflight = f;
-			}
+			if (may_begin(p, f))
+				pipeline_begin(p, f);
 			else
 				p->ready = f;
 			continue;
 		}
-		if (p->inflight == NULL)
+		if (p->ninflight == 0)
 			break;
 		ok = pipeline_complete(p);
 		/* commits during the request may have queued more: look again */

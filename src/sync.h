@@ -19,6 +19,7 @@ typedef struct MirrorState
 	TimestampTz next_attempt;	/* backoff: not before */
 	int			failures;		/* consecutive transient failures */
 	List	   *unknown_keys;	/* outcome-unknown keys not yet in chroma_sync.resend */
+	uint64		unknown_seq;	/* the last request begun when unknown_keys were noted */
 	bool		resend_checked; /* chroma_sync.resend looked at since the worker started */
 	TimestampTz resend_at;		/* when its earliest key is due; 0: none */
 	TimestampTz owner_checked_at;	/* last check of the collection's owner */

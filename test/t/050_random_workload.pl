@@ -73,6 +73,9 @@ srand($seed);
 my %conf = (batch_size => (20, 100, 250, 500)[ int(rand(4)) ],
 	embedding_encoding => (qw(auto json))[ int(rand(2)) ],
 	timeout => (10000, 10000, 1500)[ int(rand(3)) ]);
+# a file that runs this one may fix some (TAP 224: 4 requests in flight per mirror)
+our %CONF_OVERRIDE;
+%conf = (%conf, max_concurrent_requests => 1, %CONF_OVERRIDE);
 diag("$tag worker settings: " . join(', ', map { "chroma_sync.$_ = $conf{$_}" } sort keys %conf));
 my $node = new_node('random', conf => qq{
 restart_after_crash = on
@@ -82,6 +85,7 @@ chroma_sync.batch_size = $conf{batch_size}
 chroma_sync.embedding_encoding = '$conf{embedding_encoding}'
 chroma_sync.connect_timeout = 1000
 chroma_sync.timeout = $conf{timeout}
+chroma_sync.max_concurrent_requests = $conf{max_concurrent_requests}
 });
 my $log0 = log_offset($node);
 
@@ -89,7 +93,8 @@ my $log0 = log_offset($node);
 
 our $PARTITIONED_WORKLOAD;
 my $partitioned = $PARTITIONED_WORKLOAD // 0;
-my $test = $partitioned ? '203' : '050';
+our $TEST_NUMBER;
+my $test = $partitioned ? '203' : ($TEST_NUMBER // '050');
 RandomWorkload::enable_partitioned_mirror() if $partitioned;
 my @mirrors = @RandomWorkload::MIRRORS;
 sub collection_of { return "cs_t${test}_" . ($_[0]{name} // $_[0]{table}); }
