@@ -275,6 +275,28 @@ chroma_http_pump(void)
 	collect_finished();
 }
 
+/*
+ * Called for each row a loop converts while requests may be in flight: every 16th call,
+ * when a request is unanswered, lets the transfers progress (their bodies go out and
+ * their answers come in while the next batch is read, not only when it is sent).
+ */
+void
+chroma_http_progress(void)
+{
+	static unsigned int calls = 0;
+
+	if (multi == NULL || (++calls & 15) != 0)
+		return;
+	for (int i = 0; i < CHROMA_HTTP_MAX_INFLIGHT; i++)
+	{
+		if (slots[i].in_use && !slots[i].done)
+		{
+			chroma_http_pump();
+			return;
+		}
+	}
+}
+
 /* GET, or a POST to one of Chroma's read endpoints (get, query, count) */
 static bool
 is_read_request(const char *method, const char *url)

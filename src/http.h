@@ -54,6 +54,9 @@ extern ChromaHttpRequest *chroma_http_begin(const char *method, const char *url,
 /* Lets in-flight transfers progress without blocking. */
 extern void chroma_http_pump(void);
 
+/* Each row of a conversion loop: pumps now and then while a request is unanswered. */
+extern void chroma_http_progress(void);
+
 /* Whether the request has completed (after chroma_http_pump); never waits. */
 extern bool chroma_http_done(ChromaHttpRequest *req);
 

@@ -344,6 +344,8 @@ rows_to_records(SPITupleTable *tt, uint64 nrows, int64 first_pos, QueryColumns *
 		ArrayType  *emb;
 		int			i = rs->n;
 
+		chroma_http_progress();
+
 		d = SPI_getbinval(tup, td, qc->id, &isnull);
 		if (isnull)
 			ereport(ERROR,

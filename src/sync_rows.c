@@ -280,6 +280,8 @@ read_rows_once(void *arg)
 		char	   *key = SPI_getvalue(tup, SPI_tuptable->tupdesc, 1);
 		char	  **hit = key ? bsearch(&key, a->keys, a->nkeys, sizeof(char *), sync_compare_keys) : NULL;
 
+		chroma_http_progress();
+
 		if (hit == NULL)
 			continue;			/* the text form did not round-trip: treated as deleted */
 		if (budget_spent(a->b))
@@ -336,6 +338,8 @@ read_page_once(void *arg)
 	{
 		HeapTuple	tup = SPI_tuptable->vals[r];
 		SyncRecord *rec = &b->recs[r];
+
+		chroma_http_progress();
 
 		if (budget_spent(b))
 		{
