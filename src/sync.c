@@ -571,6 +571,61 @@ sync_abandon(MirrorState *st)
 	p->ready = NULL;
 }
 
+/* ---- live changes first ---- */
+
+/*
+ * The mirrors whose waiting changes end another mirror's long step early: ready to send
+ * (not paused, not in back-off, backfill done), set by the worker before each step.
+ */
+static int *yield_ids = NULL;
+static int	nyield = 0;
+static TimestampTz yield_checked = 0;
+
+#define YIELD_CHECK_MS 50		/* at most one look at the queue per 50 ms */
+
+void
+sync_set_yield_to(int *ids, int n)
+{
+	yield_ids = ids;
+	nyield = n;
+}
+
+/*
+ * Whether the step should stop reading (and end once its requests are in): another mirror
+ * ready to send has changes queued. Looked for only after a commit woke the worker (its
+ * latch is set: every commit that queues a change sets it) and at most every 50 ms, in a
+ * transaction of its own (called outside one).
+ */
+static bool
+others_waiting(Pipeline *p)
+{
+	TimestampTz now;
+	bool		found;
+	Oid			types[1] = {INT4ARRAYOID};
+	Datum		values[1];
+	Datum	   *d;
+
+	if (nyield == 0 || !MyLatch->is_set)
+		return false;
+	now = GetCurrentTimestamp();
+	if (!TimestampDifferenceExceeds(yield_checked, now, YIELD_CHECK_MS))
+		return false;
+	yield_checked = now;
+	d = palloc_array(Datum, nyield);
+	for (int i = 0; i < nyield; i++)
+		d[i] = Int32GetDatum(yield_ids[i]);
+	values[0] = PointerGetDatum(construct_array(d, nyield, INT4OID, 4, true, TYPALIGN_INT));
+	sync_begin_txn();
+	sync_exec("SELECT 1 FROM chroma_sync.queue WHERE mirror_id = ANY ($1) LIMIT 1",
+			  1, types, values, NULL, SPI_OK_SELECT);
+	found = SPI_processed > 0;
+	sync_end_txn();
+	if (found)
+		elog(DEBUG1, "chroma_sync: mirror %d: its step ends early: another mirror has changes waiting",
+			 p->m->mirror_id);
+	return found;
+}
+
 /* ---- reading batches ---- */
 
 /* The queue ids of the batches in flight above after (their coalesced entries). */
@@ -939,6 +994,7 @@ run_pipeline(MirrorConfig *m, MirrorState *st, TimestampTz *wake_at, bool backfi
 	bool		exhausted = false;	/* nothing more to read in this step */
 	bool		last_page = false;	/* backfill: the last page has been read */
 	bool		ok = true;
+	bool		yielded = false;	/* ended early for another mirror's changes */
 	char	   *after_key = m->backfill_after ? pstrdup(m->backfill_after) : NULL;
 
 	p->m = m;
@@ -964,7 +1020,15 @@ run_pipeline(MirrorConfig *m, MirrorState *st, TimestampTz *wake_at, bool backfi
 		 */
 		if (!backfill && p->ninflight > 0 && p->ready == NULL && !p->backlog && !exhausted)
 			sync_flight_wait(&p->inflight[0]->f);
-		if (p->ready == NULL && !exhausted && batches < PIPELINE_MAX_BATCHES &&
+		/*
+		 * Live changes first: a backfill, or a drain with a backlog, stops reading when
+		 * another mirror has changes waiting; its requests in flight complete, and the
+		 * worker serves the other mirrors before it goes on.
+		 */
+		if (!yielded && batches > 0 && (backfill || p->backlog) && p->ready == NULL &&
+			!exhausted && others_waiting(p))
+			yielded = true;
+		if (p->ready == NULL && !exhausted && !yielded && batches < PIPELINE_MAX_BATCHES &&
 			!TimestampDifferenceExceeds(p->started, GetCurrentTimestamp(), PIPELINE_MAX_MS))
 		{
 			Flight	   *f = flight_new();
@@ -1050,7 +1114,7 @@ run_pipeline(MirrorConfig *m, MirrorState *st, TimestampTz *wake_at, bool backfi
 		sync_end_txn();
 		chroma_report_progress();
 	}
-	return backfill || !exhausted || batches >= PIPELINE_MAX_BATCHES;
+	return backfill || yielded || !exhausted || batches >= PIPELINE_MAX_BATCHES;
 }
 
 /*

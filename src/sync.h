@@ -45,6 +45,7 @@ extern bool sync_mirror_step(MirrorConfig *m, MirrorState *st, TimestampTz *wake
  * memory is reset.
  */
 extern void sync_abandon(MirrorState *st);
+extern void sync_set_yield_to(int *ids, int n);
 
 /* ---- outcome-unknown keys (sync_unknown.c) ---- */
 

@@ -841,14 +841,37 @@ chroma_worker_main(Datum arg)
 		{
 			MirrorConfig *m = (MirrorConfig *) lfirst(lc);
 			MirrorState *st = state_for(&states, m->mirror_id);
+			int		   *ready_ids = palloc_array(int, list_length(mirrors));
+			int			nready = 0;
+			TimestampTz now = GetCurrentTimestamp();
+			ListCell   *oc;
 
+			/* live changes first: the other mirrors ready to send end a long step early */
+			foreach(oc, mirrors)
+			{
+				MirrorConfig *o = (MirrorConfig *) lfirst(oc);
+				MirrorState *ost = state_for(&states, o->mirror_id);
+
+				if (o != m && !o->paused && o->backfill_done &&
+					(ost->next_attempt == 0 || ost->next_attempt <= now))
+					ready_ids[nready++] = o->mirror_id;
+			}
+			sync_set_yield_to(ready_ids, nready);
 			more |= run_step(m, st, &wake_at, step_ctx);
+			sync_set_yield_to(NULL, 0);
 			MemoryContextSwitchTo(loop_ctx);
 		}
 		pgstat_report_activity(STATE_IDLE, NULL);
 
 		if (more)
+		{
+			/*
+			 * Every mirror is looked at again at once; a commit from now on sets the latch
+			 * again, and a long step reads that as another mirror's changes waiting.
+			 */
+			ResetLatch(MyLatch);
 			continue;
+		}
 		if (wake_at != 0)
 			wait_ms = Max(1, Min(IDLE_WAIT_MS, TimestampDifferenceMilliseconds(GetCurrentTimestamp(), wake_at)));
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
