@@ -228,6 +228,35 @@ finish_batch(MirrorConfig *m, MirrorState *st, Batch *b, SendResult *res, bool b
 	chroma_report_progress();
 }
 
+/*
+ * Backpressure with several in flight: a server that sheds load (429, 503, also Chroma's
+ * "log needs compaction") halves the mirror's requests in flight, besides the back-off;
+ * each run of as many acknowledged requests as are allowed in flight allows one more,
+ * up to chroma_sync.max_concurrent_requests (additive increase, multiplicative decrease).
+ * The cap is read when a step begins.
+ */
+static int
+inflight_allowed(MirrorState *st)
+{
+	int			n = Max(1, Min(chroma_max_concurrent_requests, CHROMA_MAX_CONCURRENT_REQUESTS_LIMIT));
+
+	return st->inflight_cap > 0 ? Min(st->inflight_cap, n) : n;
+}
+
+static void
+inflight_throttled(MirrorConfig *m, MirrorState *st)
+{
+	int			cap = Max(1, inflight_allowed(st) / 2);
+
+	if (chroma_max_concurrent_requests <= 1)
+		return;
+	st->inflight_cap = cap;
+	st->cap_successes = 0;
+	ereport(LOG,
+			(errmsg("chroma_sync: mirror %d: the server sheds load: at most %d requests in flight",
+					m->mirror_id, cap)));
+}
+
 /* Handles a send that did not fully succeed; returns false (retry later). */
 static bool
 send_failed(MirrorConfig *m, MirrorState *st, Batch *b, SendResult *res, TimestampTz *wake_at)
@@ -259,6 +288,8 @@ send_failed(MirrorConfig *m, MirrorState *st, Batch *b, SendResult *res, Timesta
 		st->unknown_seq = requests_begun;
 		sync_unknown_persist(st);
 	}
+	if (res->throttled)
+		inflight_throttled(m, st);
 	record_error(m, res->message, false);
 	back_off(st, wake_at, res->retry_after_s);
 	return false;
@@ -499,6 +530,7 @@ pipeline_settle(Pipeline *p, SendResult *first)
 				remember_unknown(p->st, &f->b);
 			if (res.retry_after_s > first->retry_after_s)
 				first->retry_after_s = res.retry_after_s;
+			first->throttled |= res.throttled;
 			if (res.outcome == SEND_STOP && first->outcome != SEND_STOP)
 			{
 				first->outcome = SEND_STOP;
@@ -510,6 +542,24 @@ pipeline_settle(Pipeline *p, SendResult *first)
 	}
 	p->st->failures = failures;
 	p->st->next_attempt = next_attempt;
+}
+
+/* One more request in flight after a run of acknowledgements (see inflight_throttled). */
+static void
+inflight_acknowledged(Pipeline *p)
+{
+	MirrorState *st = p->st;
+
+	if (st->inflight_cap <= 0)
+		return;
+	if (++st->cap_successes < st->inflight_cap)
+		return;
+	st->cap_successes = 0;
+	st->inflight_cap++;
+	if (st->inflight_cap >= Min(chroma_max_concurrent_requests, CHROMA_MAX_CONCURRENT_REQUESTS_LIMIT))
+		st->inflight_cap = 0;
+	elog(DEBUG1, "chroma_sync: mirror %d: at most %d requests in flight again",
+		 p->m->mirror_id, inflight_allowed(st));
 }
 
 /*
@@ -541,6 +591,7 @@ pipeline_complete(Pipeline *p)
 		p->ready = NULL;
 	}
 	finish_batch(p->m, p->st, &f->b, &res, p->backfill, f->seq);
+	inflight_acknowledged(p);
 	flight_free(f);
 	return true;
 }
@@ -1002,7 +1053,7 @@ run_pipeline(MirrorConfig *m, MirrorState *st, TimestampTz *wake_at, bool backfi
 	p->wake_at = wake_at;
 	p->backfill = backfill;
 	p->started = GetCurrentTimestamp();
-	p->max_inflight = Max(1, Min(chroma_max_concurrent_requests, CHROMA_MAX_CONCURRENT_REQUESTS_LIMIT));
+	p->max_inflight = inflight_allowed(st);
 	st->pipeline = p;
 	while (ok)
 	{

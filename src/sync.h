@@ -24,6 +24,8 @@ typedef struct MirrorState
 	TimestampTz resend_at;		/* when its earliest key is due; 0: none */
 	TimestampTz owner_checked_at;	/* last check of the collection's owner */
 	void	   *pipeline;		/* the step's batches in flight (sync.c) */
+	int			inflight_cap;	/* after a 429/503: requests in flight at most; 0: none */
+	int			cap_successes;	/* requests acknowledged since the cap last grew */
 	uint64		paused_bind_generation; /* configuration a paused mirror's 0.4 filter was bound in */
 } MirrorState;
 

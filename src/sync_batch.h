@@ -60,6 +60,7 @@ typedef struct SendResult
 	uint64		acknowledged;
 	List	   *unknown_ids;	/* ids of a delete whose outcome is unknown (not the batch's) */
 	long		retry_after_s;	/* SEND_RETRY: the server's Retry-After (0: none) */
+	bool		throttled;		/* SEND_RETRY: HTTP 429 or 503, the server sheds load */
 } SendResult;
 
 /*

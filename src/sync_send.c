@@ -44,6 +44,7 @@ sync_classify(ChromaResponse *resp, SendResult *res)
 				: psprintf("HTTP %ld %s: %s", resp->http.status,
 						   resp->error_name ? resp->error_name : "",
 						   resp->message ? resp->message : "");
+			res->throttled |= resp->http.status == 429 || resp->http.status == 503;
 			/* the longest a server asked for, over the requests of one attempt */
 			if (resp->http.retry_after_s > res->retry_after_s)
 				res->retry_after_s = resp->http.retry_after_s;
