@@ -102,11 +102,20 @@ progress_cb(void *clientp, curl_off_t dltotal, curl_off_t dlnow,
 	return 0;
 }
 
+/*
+ * A transaction's abort releases the requests begun in it. Requests begun outside any
+ * transaction (the worker's requests in flight, nest level 0) outlive the short
+ * transactions the worker runs meanwhile, whose failure may be caught and survived (TAP
+ * 243): their owner releases them (the worker's error path, chroma_http_abort_all).
+ */
 static void
 http_xact_callback(XactEvent event, void *arg)
 {
-	if (event == XACT_EVENT_ABORT || event == XACT_EVENT_PARALLEL_ABORT)
-		chroma_http_abort_all();
+	if (event != XACT_EVENT_ABORT && event != XACT_EVENT_PARALLEL_ABORT)
+		return;
+	for (int i = 0; i < CHROMA_HTTP_MAX_INFLIGHT; i++)
+		if (slots[i].in_use && slots[i].nest_level >= 1)
+			release_slot(&slots[i]);
 }
 
 static void

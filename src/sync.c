@@ -612,6 +612,12 @@ sync_abandon(MirrorState *st)
 
 	st->pipeline = NULL;
 	set_busy(0);
+	/* a synchronous write interrupted (a batch sent alone, a clear, a bisection) */
+	if (sync_send_take_writing(st))
+	{
+		st->unknown_seq = requests_begun;
+		sync_unknown_persist(st);
+	}
 	if (p == NULL)
 		return;
 	/* the requests are aborted, but may have reached the server */

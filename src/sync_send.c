@@ -118,6 +118,32 @@ encode_body(MirrorConfig *m, const char *op, SyncRecord **recs, int n, int dim,
 }
 
 /*
+ * The keys of the synchronous write being waited for. An error meanwhile (a cancel, a
+ * shutdown) leaves its outcome unknown: sync_abandon takes them (sync_send_take_writing)
+ * and they are sent again after the request timeout, like a timed-out request's.
+ */
+static SyncRecord **writing_recs = NULL;
+static int	writing_nrecs = 0;
+static char **writing_ids = NULL;
+static int	writing_nids = 0;
+
+bool
+sync_send_take_writing(MirrorState *st)
+{
+	bool		any = writing_nrecs > 0 || writing_nids > 0;
+
+	for (int i = 0; i < writing_nrecs; i++)
+		sync_unknown_add(st, writing_recs[i]->key);
+	for (int i = 0; i < writing_nids; i++)
+		sync_unknown_add(st, writing_ids[i]);
+	writing_recs = NULL;
+	writing_nrecs = 0;
+	writing_ids = NULL;
+	writing_nids = 0;
+	return any;
+}
+
+/*
  * Sends recs[0..n) as one request, bisecting on refusal; records refused rows' reasons
  * in recs[i].error. Stops at the first transient or fatal failure.
  */
@@ -133,7 +159,11 @@ send_bisect(MirrorConfig *m, const char *op, SyncRecord **recs, int n, int dim,
 		return;
 	encode_body(m, op, recs, n, dim, base64, &body);
 	rate_limit(n);
+	writing_recs = recs;
+	writing_nrecs = n;
 	sync_post(chroma_records_url(m->collection_id, op), &body, &resp);
+	writing_recs = NULL;
+	writing_nrecs = 0;
 	pfree(body.data);
 
 	o = sync_classify(&resp, res);
@@ -332,7 +362,11 @@ sync_clear_collection(MirrorConfig *m, SendResult *res)
 			cs_json_string(&body, u, strlen(u));
 		}
 		cs_buf_puts(&body, "]}");
+		writing_ids = rows.ids;
+		writing_nids = rows.n;
 		sync_post(chroma_records_url(m->collection_id, "delete"), &body, &resp);
+		writing_ids = NULL;
+		writing_nids = 0;
 		if (sync_classify(&resp, res) != SEND_OK)
 		{
 			if (res->outcome == SEND_OK)

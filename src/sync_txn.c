@@ -139,6 +139,10 @@ sync_try_subxact(void (*fn) (void *arg), void *arg, MemoryContext errctx, char *
 		 * rows: raised again, so the whole step is retried later (TAP 201 saw rows put in
 		 * chroma_sync.failed for a deadlock with partition DDL).
 		 */
+		/* a cancel or a shutdown (class 57) says nothing of the rows either: never kept */
+		if (ERRCODE_TO_CATEGORY(edata->sqlerrcode) == ERRCODE_OPERATOR_INTERVENTION ||
+			ProcDiePending)
+			ReThrowError(edata);
 		if (chroma_am_background_worker() &&
 			(ERRCODE_TO_CATEGORY(edata->sqlerrcode) == ERRCODE_TRANSACTION_ROLLBACK ||
 			 edata->sqlerrcode == ERRCODE_LOCK_NOT_AVAILABLE) &&
