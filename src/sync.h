@@ -49,6 +49,9 @@ extern bool sync_mirror_step(MirrorConfig *m, MirrorState *st, TimestampTz *wake
 extern void sync_abandon(MirrorState *st);
 extern void sync_set_yield_to(int *ids, int n);
 
+/* sync_abandon: the keys of the synchronous write an error interrupted (sync_send.c) */
+extern bool sync_send_take_writing(MirrorState *st);
+
 /* ---- outcome-unknown keys (sync_unknown.c) ---- */
 
 /* Remembers a key of a request whose outcome is unknown (in memory until persisted). */

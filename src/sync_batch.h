@@ -131,7 +131,4 @@ extern uint64 sync_read_page(MirrorConfig *m, Batch *b, const char *after, int l
 /* Persists newly seen metadata keys and a newly fixed dimension (before sending). */
 extern void sync_remember_keys_and_dimension(MirrorConfig *m, Batch *b, MemoryContext keep);
 
-/* sync_abandon: the keys of the synchronous write an error interrupted (sync_send.c) */
-extern bool sync_send_take_writing(MirrorState *st);
-
 #endif							/* CHROMA_SYNC_SYNC_BATCH_H */
