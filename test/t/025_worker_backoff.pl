@@ -122,6 +122,16 @@ sleep 1;
 my $pid = $node->safe_psql('postgres', q{
 SELECT pid FROM pg_stat_activity WHERE backend_type = 'chroma_sync worker' AND datname = 'postgres'});
 like($pid, qr/^\d+$/, "worker pid $pid");
+# The URL is restored before the SIGTERM, and seen by a new session (so the postmaster has
+# reloaded it): a worker forked while the postmaster's SIGHUP is on its way can miss it
+# (PostgreSQL ignores SIGHUP in a background worker until its main function sets a handler).
+$node->safe_psql('postgres', 'ALTER SYSTEM RESET chroma_sync.url');
+$node->safe_psql('postgres', 'ALTER SYSTEM RESET chroma_sync.timeout');
+$node->safe_psql('postgres', 'ALTER SYSTEM RESET chroma_sync.worker_databases');
+$node->safe_psql('postgres', 'SELECT pg_reload_conf()');
+ok(wait_for('the URL restored', 10, sub {
+	$node->safe_psql('postgres', "SELECT setting FROM pg_settings WHERE name = 'chroma_sync.url'")
+	  !~ /:$hang_port/ }), 'the URL is restored (the worker still waits on its request)');
 my $t0 = time();
 kill 'TERM', $pid;
 my $gone;
@@ -136,10 +146,6 @@ ok(defined $gone && $gone < 1,
 
 kill 'TERM', $fake_pid;
 waitpid($fake_pid, 0);
-$node->safe_psql('postgres', 'ALTER SYSTEM RESET chroma_sync.url');
-$node->safe_psql('postgres', 'ALTER SYSTEM RESET chroma_sync.timeout');
-$node->safe_psql('postgres', 'ALTER SYSTEM RESET chroma_sync.worker_databases');
-$node->safe_psql('postgres', 'SELECT pg_reload_conf()');
 like(wait_for_new_worker($node, $pid, 90), qr/^\d+$/, 'a new worker comes back');
 assert_equal($node, 'docs', 'cs_t025_docs', name => 'after the SIGTERM, with the URL restored');
 
