@@ -178,6 +178,8 @@ sample_cpu() {
 					(index(px, "," pid ",") || index(px, "," ppid ",")) ? "proxy" : ""
 				if (role != "") print role, pid, t
 			}'
+		# the server's threads together: ns on a CPU, ns runnable but waiting for a CPU
+		cat /proc/"$CHROMA_PID"/task/*/schedstat 2>/dev/null | awk '{ r += $1; w += $2 } END { print "sched", r, w }'
 		echo --
 		sleep 0.2
 	done
@@ -189,22 +191,26 @@ cpu_start() {
 	SAMPLER=$!
 	sleep 0.3
 }
-# cpu_stop SECONDS -> "pg% chroma% proxy%" of one vCPU over SECONDS (a process that
-# appeared after the first sample counts from 0)
+# cpu_stop SECONDS -> "pg% chroma% proxy% wait%" of one vCPU over SECONDS (a process that
+# appeared after the first sample counts from 0); wait: the time the Chroma server's threads
+# were runnable but waited for a CPU (other processes had them), all threads together
 cpu_stop() {
 	kill "$SAMPLER" 2>/dev/null
 	wait "$SAMPLER" 2>/dev/null
 	SAMPLER=
 	awk -v s="$1" -v hz="$(getconf CLK_TCK)" '
 		/^--$/ { blk++; next }
+		$1 == "sched" { if (!have) { r0 = $2; w0 = $3; have = 1 }; r1 = $2; w1 = $3; next }
 		{ k = $1 " " $2; if (!(k in lo)) lo[k] = blk == 0 ? $3 : 0; hi[k] = $3 }
 		END {
 			for (k in hi) { split(k, a, " "); c[a[1]] += hi[k] - lo[k] }
-			printf "%.0f %.0f %.0f", c["pg"] / hz / s * 100, c["chroma"] / hz / s * 100, c["proxy"] / hz / s * 100
+			wait = (w1 - w0) / 1e9 / s * 100
+			printf "%.0f %.0f %.0f %.0f", c["pg"] / hz / s * 100, c["chroma"] / hz / s * 100,
+				c["proxy"] / hz / s * 100, wait
 		}' "$WORK_DIR/cpu.samples"
 }
 
-# one run: WHAT DIM RTT N -> "records/s pg% chroma% proxy%" into a fresh collection
+# one run: WHAT DIM RTT N -> "records/s pg% chroma% proxy% chroma-wait%" into a fresh collection
 n_run=0
 run() {
 	local what=$1 dim=$2 rtt=$3 n=$4 coll ms got out cpu
@@ -249,22 +255,25 @@ run() {
 	echo "$(awk -v n="${ROWS[$dim]}" -v ms="$ms" 'BEGIN { printf "%.0f", n / (ms / 1000) }') $cpu"
 }
 
-# a warm-up run (the server's first writes, not counted)
-run upsert_query 384 0 1 >/dev/null
-declare -A BEST RUNS CPU LOADS
+# a warm-up (the server's first writes, not counted)
+"$FLOOR" post-multi "${URL[0]}" lat_warmup 3000 384 "$BATCH" sin 1 >/dev/null || die "warm-up failed"
+q "SELECT chroma_delete_collection('lat_warmup')" >/dev/null
+declare -A BEST RUNS CPU SCHED LOADS
 for round in $(seq 1 "$ROUNDS"); do
 	for dim in $DIMS; do
 		for n in $CONCURRENCY; do
 			for rtt in 0 $RTTS; do
 				for what in $WHAT; do
 					step "round $round: $what, $dim dims, round trip $rtt ms, $n in flight"
-					read -r r c <<<"$(run "$what" "$dim" "$rtt" "$n")"
+					read -r r c1 c2 c3 sc <<<"$(run "$what" "$dim" "$rtt" "$n")"
+					c="$c1 $c2 $c3"
 					[ -n "$r" ] || die "no rate"
 					k=$what.$dim.$rtt.$n
 					RUNS[$k]="${RUNS[$k]:-}${RUNS[$k]:+ / }$r"
 					if [ "${BEST[$k]:-0}" -lt "$r" ]; then
 						BEST[$k]=$r
 						CPU[$k]=$c
+						SCHED[$k]=$sc
 						LOADS[$k]=$(cut -d' ' -f1 /proc/loadavg)
 					fi
 				done
@@ -278,10 +287,11 @@ echo "chroma_upsert_query and the mirror backfill over loopback and through a de
 echo "and $ROWS_1536 x 1536-d, batch $BATCH, best of $ROUNDS rounds; Chroma server \"$SERVER\", $(nproc) vCPU,"
 echo "load at start $LOAD_START, at the end $(cut -d' ' -f1-3 /proc/loadavg). ratio: to loopback, same sender and"
 echo "setting; /floor: to floor at the same round trip and setting; cpu: % of one vCPU (pg: PostgreSQL's"
-echo "processes, or floor itself; chroma: the server; proxy: the delay proxy), load: 1-min load average after the run"
+echo "processes, or floor itself; chroma: the server; proxy: the delay proxy); chroma waits: % of one vCPU the"
+echo "server's threads spent runnable but waiting for a CPU; load: 1-min load average after the run"
 [ "$PROXY_SCRIPT" = "$ROOT/test/lib/delay_proxy.pl" ] || echo "proxy: $PROXY_SCRIPT"
-printf '%-13s %-5s %-10s %-9s %8s %6s %6s %-7s %-8s %-18s %5s  %s\n' what dims "round trip" "in flight" \
-	"rec/s" ratio /floor goal verdict "cpu pg/chroma/prx" load rounds
+printf '%-13s %-5s %-10s %-9s %8s %6s %6s %-7s %-9s %-17s %-12s %5s  %s\n' what dims "round trip" "in flight" \
+	"rec/s" ratio /floor goal verdict "cpu pg/chroma/prx" "chroma waits" load rounds
 for dim in $DIMS; do
 	for n in $CONCURRENCY; do
 		for rtt in 0 $RTTS; do
@@ -301,9 +311,9 @@ for dim in $DIMS; do
 				fi
 				label="$rtt ms"
 				[ "$rtt" = 0 ] && label=loopback
-				printf '%-13s %-5s %-10s %-9s %8s %5sx %6s %-7s %-8s %-18s %5s  %s\n' "$what" "$dim" "$label" "$n" \
+				printf '%-13s %-5s %-10s %-9s %8s %5sx %6s %-7s %-9s %-17s %-12s %5s  %s\n' "$what" "$dim" "$label" "$n" \
 					"${BEST[$k]}" "$ratio" "$vsfloor" "$goal" "$verdict" "$(echo "${CPU[$k]}" | tr ' ' /)" \
-					"${LOADS[$k]}" "${RUNS[$k]}"
+					"${SCHED[$k]}" "${LOADS[$k]}" "${RUNS[$k]}"
 			done
 		done
 	done
