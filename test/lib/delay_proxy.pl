@@ -28,92 +28,73 @@ my $delay = $delay_ms / 1000;
 
 serve_forked(listen_loopback($port_file), sub { return (1); }, \&relay);
 
-# Relays one connection until both sides have closed (or one fails). Both sockets are
-# non-blocking and both are read whenever they have data, so each chunk is stamped with the
-# time it really arrived even while the other side is slow to take what is due (a blocking
-# write used to stop the reads, and every chunk read after it waited the delay again).
+# Relays one connection until both sides have closed (or one fails).
 sub relay
 {
 	my ($client) = @_;
 	my $server = IO::Socket::INET->new(PeerAddr => '127.0.0.1', PeerPort => $upstream, Proto => 'tcp')
 	  or return;
-	local $SIG{PIPE} = 'IGNORE';
 	for my $s ($client, $server)
 	{
 		setsockopt($s, IPPROTO_TCP, TCP_NODELAY, 1);
-		$s->blocking(0);
+		$s->blocking(1);
 	}
-	# per direction: the socket read, the socket written, chunks [due, bytes or undef for
-	# EOF, bytes of it already written]
+	# per direction: the socket read, the socket written, chunks [due, bytes or undef for EOF]
 	my @dirs = ({ from => $client, to => $server, queue => [], open => 1 },
 		{ from => $server, to => $client, queue => [], open => 1 });
 	my $done = 0;
 	while ($done < 2)
 	{
 		my $now = time;
-		# write what is due, in order, as far as the other side takes it
+		# write what is due, in order
 		for my $d (@dirs)
 		{
 			while (@{ $d->{queue} } && $d->{queue}[0][0] <= $now)
 			{
-				my $c = $d->{queue}[0];
-				if (!defined $c->[1])
+				my (undef, $bytes) = @{ shift @{ $d->{queue} } };
+				if (!defined $bytes)
 				{
-					shift @{ $d->{queue} };
 					shutdown($d->{to}, 1);
 					$done++;
 					next;
 				}
-				my $n = syswrite($d->{to}, $c->[1], length($c->[1]) - $c->[2], $c->[2]);
-				if (!defined $n)
+				my $off = 0;
+				while ($off < length $bytes)
 				{
-					last if $!{EAGAIN} || $!{EWOULDBLOCK} || $!{EINTR};
-					return;    # the other side is gone
+					my $n = syswrite($d->{to}, $bytes, length($bytes) - $off, $off);
+					return unless $n;    # the other side is gone
+					$off += $n;
 				}
-				$c->[2] += $n;
-				last if $c->[2] < length $c->[1];
-				shift @{ $d->{queue} };
 			}
 		}
 		last if $done >= 2;
-		my $rsel = IO::Select->new(map { $_->{open} ? $_->{from} : () } @dirs);
-		my $wsel = IO::Select->new();
+		my $sel = IO::Select->new(map { $_->{open} ? $_->{from} : () } @dirs);
 		my $next;
 		for my $d (@dirs)
 		{
-			next unless @{ $d->{queue} };
-			my $due = $d->{queue}[0][0];
-			if ($due <= $now)
-			{
-				$wsel->add($d->{to});    # due, but the other side's buffer is full
-			}
-			elsif (!defined $next || $due < $next)
-			{
-				$next = $due;
-			}
+			$next = $d->{queue}[0][0]
+			  if @{ $d->{queue} } && (!defined $next || $d->{queue}[0][0] < $next);
 		}
 		my $wait = defined $next ? $next - time : undef;
 		$wait = 0 if defined $wait && $wait < 0;
-		if ($rsel->count == 0 && $wsel->count == 0)
+		if ($sel->count == 0)
 		{
 			select(undef, undef, undef, $wait) if defined $wait && $wait > 0;
 			next;
 		}
-		my ($readable) = IO::Select->select($rsel, $wsel, undef, $wait);
-		for my $s (@{ $readable || [] })
+		for my $s ($sel->can_read($wait))
 		{
 			my ($d) = grep { $_->{from} == $s } @dirs;
 			my $buf;
-			my $n = sysread($s, $buf, 1 << 20);
-			next if !defined $n && ($!{EAGAIN} || $!{EWOULDBLOCK} || $!{EINTR});
+			my $n = sysread($s, $buf, 1 << 18);
 			my $due = time + $delay;
 			if ($n)
 			{
-				push @{ $d->{queue} }, [ $due, $buf, 0 ];
+				push @{ $d->{queue} }, [ $due, $buf ];
 			}
 			else
 			{
-				push @{ $d->{queue} }, [ $due, undef, 0 ];
+				push @{ $d->{queue} }, [ $due, undef ];
 				$d->{open} = 0;
 			}
 		}
