@@ -21,7 +21,8 @@
 #
 #   bash bench/latency.sh [--server old|new] [ROWS_384 [ROWS_1536]]
 #        ROWS_384 defaults to 30,000, ROWS_1536 to 12,000 (100 and 40 requests, so that
-#        the first and last round trips do not dominate; about 15 minutes on 2 vCPUs)
+#        the first and last round trips do not dominate; 36 runs: 25 minutes on a busy
+#        2-vCPU machine)
 #
 # Environment: KEEP=1 leaves the servers and the work dir for inspection; ROUNDS (1);
 # RTTS ("50 150": round trips in ms besides loopback); CONCURRENCY ("1 4");
