@@ -98,7 +98,7 @@ ok(wait_for('32 calls listed', 60, sub {
 		}),
 	'32 concurrent calls are all listed: every slot was free again');
 $_->[0]->kill_kill for @many;
-ok(wait_for('the killed clients\' backends end', 30, sub { progress_rows() eq '' }),
+ok(wait_for('the killed clients\' backends end', 120, sub { progress_rows() eq '' }),
 	'their slots are released when their backends exit');
 
 assert_no_crash($node, 0);
