@@ -1078,11 +1078,13 @@ run_pipeline(MirrorConfig *m, MirrorState *st, TimestampTz *wake_at, bool backfi
 		if (!backfill && p->ninflight > 0 && p->ready == NULL && !p->backlog && !exhausted)
 			sync_flight_wait(&p->inflight[0]->f);
 		/*
-		 * Live changes first: a backfill, or a drain with a backlog, stops reading when
-		 * another mirror has changes waiting; its requests in flight complete, and the
-		 * worker serves the other mirrors before it goes on.
+		 * Live changes first: a backfill stops reading when another mirror has changes
+		 * waiting; its requests in flight complete, and the worker serves the other
+		 * mirrors before it goes on. A drain does not: two drains with backlogs would
+		 * yield to each other after every batch, and empty their pipelines each time
+		 * (red-team TAP 238).
 		 */
-		if (!yielded && batches > 0 && (backfill || p->backlog) && p->ready == NULL &&
+		if (!yielded && batches > 0 && backfill && p->ready == NULL &&
 			!exhausted && others_waiting(p))
 			yielded = true;
 		if (p->ready == NULL && !exhausted && !yielded && batches < PIPELINE_MAX_BATCHES &&
