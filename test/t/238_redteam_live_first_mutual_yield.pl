@@ -12,9 +12,9 @@
 # row 1 every 5 ms throughout (live traffic, sets the worker's latch).
 # Phase 1: 500 rows inserted into a only: time T1 until they are all acknowledged.
 # Phase 2: 500 rows more into a and 500 into b in one transaction: time T2.
-# Expected: T2 about 2 x T1 (twice the work, the same requests in flight), at most
-# 3 x T1. Observed: T2 many times T1; the log shows "its step ends early" for
-# both mirrors over and over.
+# Expected: no drain step ends early (only a backfill yields); T2 about 2 x T1 (noted,
+# not checked). Observed before the fix: T2 4.3-4.6 x T1; the log showed "its step ends
+# early" for both mirrors over and over.
 # (With others_waiting made to return false the same test passes: 19 s in all, against
 # 43 s and T2 = 21.5 s, T1 = 4.7 s on the current code.)
 # Cause: src/sync.c others_waiting (called from run_pipeline for a backlog drain) looks
@@ -87,12 +87,13 @@ my $loga = log_offset($node);
 my $bound = 3 * $t1;
 my $t2 = drain_time("BEGIN; INSERT INTO a SELECT g, $emb, 'doc ' || g, '{}' FROM generate_series(2001, 2500) g; "
 	  . "INSERT INTO b SELECT g, $emb, 'doc ' || g, '{}' FROM generate_series(1001, 1500) g; COMMIT;",
-	$bound + 25);
+	$bound + 60);
 my @yields = (slurp_file($node->logfile, $loga) =~ /its step ends early/g);
 note(sprintf('T2 (a and b, 500 rows each): %s s; %d steps ended early',
-		defined $t2 ? sprintf('%.1f', $t2) : 'not within ' . ($bound + 25), scalar @yields));
-ok(defined $t2 && $t2 <= $bound,
-	sprintf('two backlogs drain in about twice the time of one (T2 <= 3 x T1 = %.1f s)', $bound));
+		defined $t2 ? sprintf('%.1f', $t2) : 'not within ' . ($bound + 60), scalar @yields));
+ok(defined $t2, 'phase 2: both backlogs drain');
+# (the times are notes, not checks: the rule itself is checked)
+is(scalar @yields, 0, 'no drain step ended early for the other backlog');
 
 $node->safe_psql('postgres', q{SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 't238_trickle'});
 waitpid($pid, 0);
