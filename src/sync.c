@@ -236,9 +236,15 @@ finish_batch(MirrorConfig *m, MirrorState *st, Batch *b, SendResult *res, bool b
  * The cap is read when a step begins.
  */
 static int
+inflight_configured(void)
+{
+	return Max(1, Min(chroma_max_concurrent_requests, CHROMA_MAX_CONCURRENT_REQUESTS_LIMIT));
+}
+
+static int
 inflight_allowed(MirrorState *st)
 {
-	int			n = Max(1, Min(chroma_max_concurrent_requests, CHROMA_MAX_CONCURRENT_REQUESTS_LIMIT));
+	int			n = inflight_configured();
 
 	return st->inflight_cap > 0 ? Min(st->inflight_cap, n) : n;
 }
@@ -248,7 +254,7 @@ inflight_throttled(MirrorConfig *m, MirrorState *st)
 {
 	int			cap = Max(1, inflight_allowed(st) / 2);
 
-	if (chroma_max_concurrent_requests <= 1)
+	if (inflight_configured() <= 1)
 		return;
 	st->inflight_cap = cap;
 	st->cap_successes = 0;
@@ -556,7 +562,7 @@ inflight_acknowledged(Pipeline *p)
 		return;
 	st->cap_successes = 0;
 	st->inflight_cap++;
-	if (st->inflight_cap >= Min(chroma_max_concurrent_requests, CHROMA_MAX_CONCURRENT_REQUESTS_LIMIT))
+	if (st->inflight_cap >= inflight_configured())
 		st->inflight_cap = 0;
 	elog(DEBUG1, "chroma_sync: mirror %d: at most %d requests in flight again",
 		 p->m->mirror_id, inflight_allowed(st));
