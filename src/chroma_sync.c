@@ -34,7 +34,7 @@ int			chroma_batch_size = 500;
 int			chroma_timeout_ms = 30000;
 int			chroma_connect_timeout_ms = 5000;
 int			chroma_embedding_encoding = CHROMA_ENCODING_AUTO;
-int			chroma_max_concurrent_requests = 1;
+int			chroma_max_concurrent_requests = 4;
 char	   *chroma_proxy = NULL;
 int			chroma_max_response_kb = 512 * 1024;
 
@@ -331,7 +331,7 @@ define_settings(void)
 							PGC_SUSET, GUC_UNIT_KB, NULL, NULL, NULL);
 	DefineCustomIntVariable("chroma_sync.max_concurrent_requests",
 							"Requests chroma_upsert_query, and the sync worker for each mirror, keep in flight at once, each with its own records.",
-							NULL, &chroma_max_concurrent_requests, 1, 1, CHROMA_MAX_CONCURRENT_REQUESTS_LIMIT,
+							NULL, &chroma_max_concurrent_requests, 4, 1, CHROMA_MAX_CONCURRENT_REQUESTS_LIMIT,
 							PGC_USERSET, 0, NULL, NULL, NULL);
 	DefineCustomEnumVariable("chroma_sync.embedding_encoding",
 							 "How embeddings are sent: auto (base64 when the server supports it), base64 or json.",
