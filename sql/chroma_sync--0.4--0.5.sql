@@ -14,6 +14,65 @@ CREATE TABLE chroma_sync.resend (
 SELECT pg_catalog.pg_extension_config_dump('chroma_sync.resend', '');
 REVOKE ALL ON chroma_sync.resend FROM PUBLIC;
 
+-- The same keys of a mirror removed while its collection stays (chroma_unmirror without
+-- drop_collection, a dropped table): a mirror created into that collection before
+-- not_before takes them into chroma_sync.resend, so the late request cannot outlive what
+-- the new mirror sends.
+CREATE TABLE chroma_sync.resend_collection (
+	collection_id uuid NOT NULL,
+	key text COLLATE pg_catalog."C" NOT NULL,
+	not_before timestamptz NOT NULL,
+	PRIMARY KEY (collection_id, key)
+);
+SELECT pg_catalog.pg_extension_config_dump('chroma_sync.resend_collection', '');
+REVOKE ALL ON chroma_sync.resend_collection FROM PUBLIC;
+
+-- A dropped table's mirror hands its waiting resend keys to its collection as well.
+CREATE OR REPLACE FUNCTION chroma_sync.on_sql_drop() RETURNS event_trigger
+	LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+	d record;
+	changed boolean := false;
+BEGIN
+	FOR d IN SELECT * FROM pg_catalog.pg_event_trigger_dropped_objects() LOOP
+		IF d.object_type OPERATOR(pg_catalog.=) 'table' THEN
+			DELETE FROM chroma_sync.queue q USING chroma_sync.mirror m
+				WHERE q.mirror_id OPERATOR(pg_catalog.=) m.mirror_id
+					AND m.source::pg_catalog.oid OPERATOR(pg_catalog.=) d.objid;
+			DELETE FROM chroma_sync.failed WHERE source::pg_catalog.oid OPERATOR(pg_catalog.=) d.objid;
+			INSERT INTO chroma_sync.resend_collection (collection_id, key, not_before)
+				SELECT m.collection_id, r.key, r.not_before
+				FROM chroma_sync.resend r JOIN chroma_sync.mirror m
+					ON m.mirror_id OPERATOR(pg_catalog.=) r.mirror_id
+				WHERE m.source::pg_catalog.oid OPERATOR(pg_catalog.=) d.objid
+					AND m.collection_id IS NOT NULL
+					AND r.not_before OPERATOR(pg_catalog.>) pg_catalog.clock_timestamp()
+				ON CONFLICT (collection_id, key) DO UPDATE SET not_before =
+					GREATEST(chroma_sync.resend_collection.not_before, excluded.not_before);
+			DELETE FROM chroma_sync.resend r USING chroma_sync.mirror m
+				WHERE r.mirror_id OPERATOR(pg_catalog.=) m.mirror_id
+					AND m.source::pg_catalog.oid OPERATOR(pg_catalog.=) d.objid;
+			DELETE FROM chroma_sync.mirror WHERE source::pg_catalog.oid OPERATOR(pg_catalog.=) d.objid;
+			changed := changed OR FOUND;
+		ELSIF d.object_type OPERATOR(pg_catalog.=) 'table column' THEN
+			UPDATE chroma_sync.mirror
+				SET paused = true, in_error = true, last_error_at = pg_catalog.now(),
+					last_error = pg_catalog.format('mirrored column %s was dropped; unmirror and mirror the table again',
+						d.object_identity)
+				WHERE source::pg_catalog.oid OPERATOR(pg_catalog.=) d.objid
+					AND (d.objsubid OPERATOR(pg_catalog.=) ANY (id_columns)
+						OR d.objsubid OPERATOR(pg_catalog.=) embedding_column
+						OR d.objsubid OPERATOR(pg_catalog.=) document_column
+						OR d.objsubid OPERATOR(pg_catalog.=) ANY (metadata_columns));
+			changed := changed OR FOUND;
+		END IF;
+	END LOOP;
+	IF changed THEN
+		PERFORM chroma_sync.config_changed();
+	END IF;
+END
+$$;
+
 -- ===== chroma_sync.api_key stored per role or per database (issue 20) =====
 -- Before 0.5 the library could be loaded lazily: in a session that had not loaded it,
 -- ALTER ROLE/DATABASE ... SET chroma_sync.api_key was stored unchecked in

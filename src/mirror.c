@@ -563,6 +563,8 @@ chroma_mirror(PG_FUNCTION_ARGS)
 			elog(ERROR, "could not record the mirror");
 		mirror_id = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0],
 												SPI_tuptable->tupdesc, 1, &isnull));
+		/* requests of an earlier mirror of the collection that may still be applied */
+		sync_unknown_adopt_collection(mirror_id, coll.id);
 	}
 
 	{
@@ -818,7 +820,7 @@ chroma_unmirror(PG_FUNCTION_ARGS)
 	}
 	spi_exec("DELETE FROM chroma_sync.queue WHERE mirror_id = $1", 1, types, values, SPI_OK_DELETE);
 	spi_exec("DELETE FROM chroma_sync.failed WHERE mirror_id = $1", 1, types, values, SPI_OK_DELETE);
-	sync_unknown_forget_mirror(m->mirror_id);
+	sync_unknown_forget_mirror(m->mirror_id, !drop_collection);
 	spi_exec("DELETE FROM chroma_sync.mirror WHERE mirror_id = $1", 1, types, values, SPI_OK_DELETE);
 	SPI_finish();
 	chroma_restore_user(&su);

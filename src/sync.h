@@ -61,7 +61,8 @@ extern void sync_unknown_persist(MirrorState *st);
 /* Queues the keys that are due again (outside a transaction). */
 extern void sync_unknown_requeue(MirrorState *st);
 /* Drops a removed mirror's keys (in a transaction, SPI connected). */
-extern void sync_unknown_forget_mirror(int mirror_id);
+extern void sync_unknown_forget_mirror(int mirror_id, bool keep_for_collection);
+extern void sync_unknown_adopt_collection(int mirror_id, const char *collection_id);
 
 /* A worker step ended well: transient read errors count from zero again (sync_txn.c). */
 extern void sync_transient_reset(void);

@@ -134,16 +134,71 @@ sync_unknown_requeue(MirrorState *st)
 	st->resend_checked = true;
 }
 
-/* Drops a removed mirror's resend keys (inside a transaction, SPI connected). */
+/* Whether chroma_sync.resend_collection exists (0.5); inside a transaction. */
+static bool
+resend_collection_table_exists(void)
+{
+	Oid			nsp = get_namespace_oid("chroma_sync", true);
+
+	return OidIsValid(nsp) && OidIsValid(get_relname_relid("resend_collection", nsp));
+}
+
+/*
+ * Drops a removed mirror's resend keys (inside a transaction, SPI connected, before the
+ * mirror's row is deleted). With keep_for_collection (the collection stays), the keys
+ * whose request may still be applied are kept for the collection instead: a mirror
+ * created into it later resends them once their time has come, after anything it sent
+ * before (sync_unknown_adopt_collection), so a stale write of the old mirror does not
+ * outlive the new mirror's newer one.
+ */
 void
-sync_unknown_forget_mirror(int mirror_id)
+sync_unknown_forget_mirror(int mirror_id, bool keep_for_collection)
 {
 	Oid			types[1] = {INT4OID};
 	Datum		values[1] = {Int32GetDatum(mirror_id)};
 
 	if (!resend_table_exists())
 		return;
+	if (keep_for_collection && resend_collection_table_exists() &&
+		SPI_execute_with_args("INSERT INTO chroma_sync.resend_collection (collection_id, key, not_before) "
+							  "SELECT m.collection_id, r.key, r.not_before "
+							  "FROM chroma_sync.resend r JOIN chroma_sync.mirror m "
+							  "ON m.mirror_id OPERATOR(pg_catalog.=) r.mirror_id "
+							  "WHERE r.mirror_id OPERATOR(pg_catalog.=) $1 AND m.collection_id IS NOT NULL "
+							  "AND r.not_before OPERATOR(pg_catalog.>) pg_catalog.clock_timestamp() "
+							  "ON CONFLICT (collection_id, key) DO UPDATE SET not_before = "
+							  "GREATEST(chroma_sync.resend_collection.not_before, excluded.not_before)",
+							  1, types, values, NULL, false, 0) != SPI_OK_INSERT)
+		elog(ERROR, "could not insert into chroma_sync.resend_collection");
 	if (SPI_execute_with_args("DELETE FROM chroma_sync.resend WHERE mirror_id OPERATOR(pg_catalog.=) $1",
 							  1, types, values, NULL, false, 0) != SPI_OK_DELETE)
 		elog(ERROR, "could not delete from chroma_sync.resend");
+}
+
+/*
+ * A new mirror into collection_id takes the keys an earlier mirror of the collection left
+ * with an unknown outcome and a time still to come (inside a transaction, SPI connected,
+ * after the mirror's row is inserted); the others are dropped, whatever their collection:
+ * their requests can no longer be applied.
+ */
+void
+sync_unknown_adopt_collection(int mirror_id, const char *collection_id)
+{
+	Oid			types[2] = {INT4OID, TEXTOID};
+	Datum		values[2] = {Int32GetDatum(mirror_id), CStringGetTextDatum(collection_id)};
+
+	if (!resend_table_exists() || !resend_collection_table_exists())
+		return;
+	if (SPI_execute_with_args("WITH kept AS (DELETE FROM chroma_sync.resend_collection "
+							  "WHERE collection_id OPERATOR(pg_catalog.=) $2::pg_catalog.uuid "
+							  "OR not_before OPERATOR(pg_catalog.<=) pg_catalog.clock_timestamp() "
+							  "RETURNING collection_id, key, not_before) "
+							  "INSERT INTO chroma_sync.resend (mirror_id, key, not_before) "
+							  "SELECT $1, kept.key, kept.not_before FROM kept "
+							  "WHERE kept.collection_id OPERATOR(pg_catalog.=) $2::pg_catalog.uuid "
+							  "AND kept.not_before OPERATOR(pg_catalog.>) pg_catalog.clock_timestamp() "
+							  "ON CONFLICT (mirror_id, key) DO UPDATE SET not_before = "
+							  "GREATEST(chroma_sync.resend.not_before, excluded.not_before)",
+							  2, types, values, NULL, false, 0) != SPI_OK_INSERT)
+		elog(ERROR, "could not move keys from chroma_sync.resend_collection");
 }

@@ -594,9 +594,10 @@ load_mirrors(bool *have_extension)
 			if (sql)
 			{
 				SPI_connect();
-				SPI_execute(sql, false, 0);
+				/* the table is gone, the collection stays: kept for a mirror into it */
 				if (get_rel_name(m->relid) == NULL)
-					sync_unknown_forget_mirror(m->mirror_id);
+					sync_unknown_forget_mirror(m->mirror_id, true);
+				SPI_execute(sql, false, 0);
 				SPI_finish();
 				m->paused = true;
 			}

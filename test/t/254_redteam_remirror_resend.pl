@@ -8,9 +8,9 @@
 # Sequence: timeout 8 s, rows 1..10 synced through late_proxy ('upsert': 504 at once,
 # forwarded when a file appears); UPDATE id 1 to state 1 -> 504 (its key in resend);
 # UPDATE id 1 to state 2; chroma_unmirror('d'); chroma_mirror('d', same collection);
-# chroma_flush true (state 2 in Chroma); the gateway applies state 1 (~2 s after its 504);
-# wait 12 s; chroma_flush.
-# Observed: Chroma keeps state 1 (verify 10|0|0|1).
+# state 2 in Chroma (the new backfill); the gateway applies state 1 (a few seconds after
+# its 504); chroma_flush (which waits for resend keys and their resend).
+# Before the fix: Chroma kept state 1 (verify 10|0|0|1).
 # Expected: state 2 (the new mirror's worker waits for, or resends after, the old
 # mirror's unsettled requests to that collection).
 use strict;
@@ -58,15 +58,18 @@ if ($ret != 0)
 	diag("chroma_mirror without adopt: $err");
 	$node->safe_psql('postgres', "SELECT chroma_mirror('d', collection => '$coll', adopt => true)");
 }
-is($node->safe_psql('postgres', "SELECT chroma_flush('d', interval '60 seconds')", timeout => 70), 't',
-	'the new mirror flushed');
-diag('Chroma after flush: ' . chroma_embedding());
+# the new mirror's backfill sends state 2; the gateway then applies the 504ed state 1,
+# within chroma_sync.timeout of its 504 (the bound the design assumes)
+ok(wait_for('state 2 in Chroma', 20, sub { chroma_embedding() eq '{2,2,2}' }),
+	'the new mirror sent state 2');
 open($fh, '>', $release) or die;
 close($fh);
 ok(wait_for('the late write', 30, sub { -e "$release.done" }), 'the 504ed state 1 reached Chroma');
-sleep 12;
-is($node->safe_psql('postgres', "SELECT chroma_flush('d', interval '30 seconds')", timeout => 40), 't',
-	'flushed again');
+is(chroma_embedding(), '{1,1,1}', 'the stale state 1 overwrote it');
+# chroma_flush also waits for the keys parked in chroma_sync.resend (the new mirror took
+# the old one's: sync_unknown_adopt_collection) and for their resend
+is($node->safe_psql('postgres', "SELECT chroma_flush('d', interval '60 seconds')", timeout => 70), 't',
+	'flushed');
 is(chroma_embedding(), '{2,2,2}', 'Chroma holds state 2, the table\'s');
 is($node->safe_psql('postgres', q{SELECT rows, missing, extra, different FROM chroma_verify('d')}),
 	'10|0|0|0', 'chroma_verify: exact');

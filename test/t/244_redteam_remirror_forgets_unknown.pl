@@ -10,7 +10,7 @@
 # bound (http.c unsettled_until) is consulted only when a worker starts, and the new
 # mirror has no resend keys.
 #
-# Observed (current code): chroma_verify 20|0|0|5 at the end, queue and resend empty.
+# Before chroma_sync.resend_collection: chroma_verify 20|0|0|5 at the end, queue and resend empty.
 # Expected: Chroma equals the table (20|0|0|0): the new mirror's backfill (or its first
 # sends into the collection) waits for the old mirror's unsettled requests, or the keys
 # are sent again after the timeout.
