@@ -16,12 +16,21 @@
  * requests begun within that second need no write) and when no request is left unsettled
  * (0): two small writes to the page cache per request at most, no fsync (an operating
  * system's crash takes longer than the timeout to come back).
+ *
+ * The file also names the timeline it was written on. Another server's worker may have
+ * left requests unsettled that this data directory never heard of: a primary stopped with
+ * a request unanswered whose standby is promoted (the standby's copy of the file is the
+ * one its base backup took), or a backup restored to a point in time while the original
+ * still runs. Both end on a new timeline, so a worker that finds the timeline changed
+ * since the file was written (or no timeline recorded on a timeline after the first)
+ * sends nothing for one request timeout (unsettled_check_timeline; red-team TAP 253).
  */
 #include "postgres.h"
 
 #include <fcntl.h>
 #include <unistd.h>
 
+#include "access/xlog.h"
 #include "miscadmin.h"
 #include "utils/timestamp.h"
 
@@ -30,10 +39,12 @@
 #include "unsettled.h"
 
 #define UNSETTLED_PAD_MS 1000
-#define UNSETTLED_LEN 21		/* 20 digits and a newline, written in place */
+#define UNSETTLED_OLD_LEN 21	/* 0.5 before timelines: 20 digits and a newline */
+#define UNSETTLED_LEN 32		/* 20 digits, a space, 10 digits (the timeline), a newline */
 
 static int	unsettled_fd = -1;
 static TimestampTz unsettled_written = 0;
+static TimeLineID file_tli = 0; /* the timeline the file names (0: none) */
 
 static void
 write_value(TimestampTz value)
@@ -42,8 +53,8 @@ write_value(TimestampTz value)
 
 	if (unsettled_fd < 0)
 		return;
-	snprintf(buf, sizeof(buf), "%020lld\n", (long long) Max(value, 0));
-	/* one write of 21 bytes at offset 0: never seen half-written after a kill */
+	snprintf(buf, sizeof(buf), "%020lld %010u\n", (long long) Max(value, 0), (unsigned) file_tli);
+	/* one write of 32 bytes at offset 0: never seen half-written after a kill */
 	if (pwrite(unsettled_fd, buf, UNSETTLED_LEN, 0) != UNSETTLED_LEN)
 		ereport(LOG,
 				(errcode_for_file_access(),
@@ -83,16 +94,24 @@ unsettled_begin(void)
 		return 0;
 	}
 	n = pread(unsettled_fd, buf, UNSETTLED_LEN, 0);
-	if (n == UNSETTLED_LEN)
+	if (n >= UNSETTLED_OLD_LEN)
 	{
 		char	   *end;
 		long long	v;
 
-		buf[UNSETTLED_LEN] = '\0';
+		buf[n] = '\0';
 		errno = 0;
 		v = strtoll(buf, &end, 10);
-		if (errno == 0 && *end == '\n' && v > 0)
+		if (errno == 0 && (*end == '\n' || *end == ' ') && v > 0)
 			previous = (TimestampTz) v;
+		if (errno == 0 && *end == ' ' && n == UNSETTLED_LEN)
+		{
+			char	   *tend;
+			unsigned long t = strtoul(end + 1, &tend, 10);
+
+			if (errno == 0 && *tend == '\n' && t <= PG_UINT32_MAX)
+				file_tli = (TimeLineID) t;
+		}
 	}
 	if (previous <= GetCurrentTimestamp())
 		previous = 0;
@@ -103,4 +122,23 @@ unsettled_begin(void)
 	write_value(previous);
 	chroma_http_unsettled_hook = unsettled_changed;
 	return previous;
+}
+
+TimestampTz
+unsettled_check_timeline(void)
+{
+	TimeLineID	tli = GetWALInsertionTimeLine();
+	TimeLineID	was = file_tli;
+
+	if (unsettled_fd < 0 || was == tli)
+		return 0;
+	file_tli = tli;
+	write_value(unsettled_written);
+	if (was == 0 && tli <= 1)
+		return 0;				/* a new data directory, or one never promoted */
+	ereport(LOG,
+			(errmsg("chroma_sync worker: this server is on timeline %u, the worker's last record is from %s: nothing is sent for %d ms",
+					tli, was == 0 ? "no timeline" : psprintf("timeline %u", was), chroma_timeout_ms),
+			 errdetail("After a promotion or a point-in-time recovery, requests another server sent may still be applied by Chroma until one request timeout has passed.")));
+	return TimestampTzPlusMilliseconds(GetCurrentTimestamp(), chroma_timeout_ms + UNSETTLED_PAD_MS);
 }

@@ -13,4 +13,12 @@
  */
 extern TimestampTz unsettled_begin(void);
 
+/*
+ * Once recovery has ended, once: when the server's timeline is not the one the file was
+ * written on (a promotion, a point-in-time recovery), returns until when requests of
+ * another server may still be applied (one request timeout from now); else 0. From now on
+ * the file names this timeline.
+ */
+extern TimestampTz unsettled_check_timeline(void);
+
 #endif							/* CHROMA_SYNC_UNSETTLED_H */

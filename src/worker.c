@@ -711,6 +711,7 @@ chroma_worker_main(Datum arg)
 	MemoryContext step_ctx;
 	TimestampTz idle_since = 0;		/* since when no mirror was found */
 	TimestampTz unsettled;		/* nothing is sent before (unsettled.c) */
+	bool		timeline_checked = false;
 
 	pqsignal(SIGTERM, die);
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
@@ -785,6 +786,13 @@ chroma_worker_main(Datum arg)
 			continue;
 		}
 
+		if (!timeline_checked)
+		{
+			TimestampTz other = unsettled_check_timeline();
+
+			timeline_checked = true;
+			unsettled = Max(unsettled, other);
+		}
 		if (unsettled != 0)
 		{
 			TimestampTz now = GetCurrentTimestamp();

@@ -23,6 +23,7 @@ $primary->append_conf('postgresql.conf', qq{
 shared_preload_libraries = 'chroma_sync'
 chroma_sync.url = '$url'
 chroma_sync.retry_max_delay = 2000
+chroma_sync.timeout = 5000
 log_line_prefix = '%m [%p] %b '
 });
 $primary->start;
@@ -85,6 +86,9 @@ ok(poll_query($standby,
 		"SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'chroma_sync worker'",
 		'1', 60),
 	'a chroma_sync worker starts after promotion');
+# the former primary may have left requests unanswered: one request timeout first (TAP 253)
+$standby->wait_for_log(qr/this server is on timeline 2, the worker's last record is from timeline 1: nothing is sent for 5000 ms/, $slog0);
+pass('the promoted worker waits one request timeout for the former primary\'s requests');
 is(status_row($standby, 'docs', 'state'), 'paused',
 	'the mirror is still paused (by chroma_pause, not as a restored copy)');
 is(status_row($standby, 'docs', 'last_error'), 'paused by chroma_pause()',
