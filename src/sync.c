@@ -646,6 +646,23 @@ static TimestampTz yield_checked = 0;
 
 #define YIELD_CHECK_MS 50		/* at most one look at the queue per 50 ms */
 
+/*
+ * While other mirrors have live changes (found waiting within the last LIVE_WINDOW_MS),
+ * a backfill sends small pages (a tenth of the batch size), one at a time: the other
+ * mirrors' changes then wait for one small request of the backfill, not for several
+ * full ones, at the cost of the backfill's rate meanwhile.
+ */
+#define LIVE_WINDOW_MS 5000
+#define LIVE_PAGE_DIVISOR 10
+
+static TimestampTz live_until = 0;
+
+static bool
+others_live(void)
+{
+	return live_until != 0 && GetCurrentTimestamp() < live_until;
+}
+
 void
 sync_set_yield_to(int *ids, int n)
 {
@@ -684,8 +701,11 @@ others_waiting(Pipeline *p)
 	found = SPI_processed > 0;
 	sync_end_txn();
 	if (found)
+	{
+		live_until = TimestampTzPlusMilliseconds(now, LIVE_WINDOW_MS);
 		elog(DEBUG1, "chroma_sync: mirror %d: its step ends early: another mirror has changes waiting",
 			 p->m->mirror_id);
+	}
 	return found;
 }
 
@@ -919,11 +939,10 @@ read_drain_batch(Pipeline *p, Flight *f)
  * counts the rows to send) into f->b. Returns the number of keys the page had.
  */
 static uint64
-read_backfill_batch(Pipeline *p, Flight *f, const char *after)
+read_backfill_batch(Pipeline *p, Flight *f, const char *after, int limit)
 {
 	MirrorConfig *m = p->m;
 	Batch	   *b = &f->b;
-	int			limit = chroma_effective_batch_size();
 	char	   *table;
 	uint64		n;
 
@@ -1066,6 +1085,14 @@ run_pipeline(MirrorConfig *m, MirrorState *st, TimestampTz *wake_at, bool backfi
 	p->backfill = backfill;
 	p->started = GetCurrentTimestamp();
 	p->max_inflight = inflight_allowed(st);
+	if (backfill && others_live())
+	{
+		/* live changes first: small pages, one at a time */
+		limit = Max(1, limit / LIVE_PAGE_DIVISOR);
+		p->max_inflight = 1;
+		elog(DEBUG1, "chroma_sync: mirror %d: backfill pages of %d while other mirrors have live changes",
+			 m->mirror_id, limit);
+	}
 	st->pipeline = p;
 	while (ok)
 	{
@@ -1103,7 +1130,7 @@ run_pipeline(MirrorConfig *m, MirrorState *st, TimestampTz *wake_at, bool backfi
 			batches++;
 			if (backfill)
 			{
-				uint64		n = read_backfill_batch(p, f, after_key);
+				uint64		n = read_backfill_batch(p, f, after_key, limit);
 
 				if (p->table_busy || p->stale)
 				{
