@@ -18,13 +18,13 @@ PG_OTHER_MAJORS="17 18 19"
 # major. Every other file runs on one major: 15 (the host) runs the 0xx and 2xx files (the
 # SQL API, the worker's failure modes, partitions, several requests in flight), 18 the
 # red-team files 100-199 (filters, DDL, casts, privileges: the parser and catalog paths a
-# major changes) and the long ones 005, 031, 040 and 041, so the two harnesses end
+# major changes) and the long ones 005, 031, 034, 040 and 041, so the two harnesses end
 # together; 19 adds the partitioned mirror's files to the mirror set (its scan API
 # differs).
 PG_MIRROR_TAP='01[0-9]_*|02[0-9]_*|050_*'
 PG_PARTITION_TAP='20[1-5]_*|21[1-9]_*|22[0-4]_*|2[67][0-9]_*'
 PG_RED_TEAM_TAP='1[0-9][0-9]_*'
-PG_18_ONLY_TAP='005_*|031_*|04[01]_*'
+PG_18_ONLY_TAP='005_*|031_*|034_*|04[01]_*'
 pg_tap_set() {
 	case $1 in
 	15) echo all ;;
