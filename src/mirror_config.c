@@ -438,6 +438,14 @@ mirror_key_in_sql(MirrorConfig *m, const char *param)
 }
 
 char *
+mirror_key_cast_sql(MirrorConfig *m, const char *param)
+{
+	if (m->nkeys == 1)
+		return psprintf("%s::pg_catalog.text::%s", param, key_type_sql(m->key_types[0]));
+	return key_parts_sql(m, psprintf("%s::pg_catalog.text", param));
+}
+
+char *
 mirror_key_eq_sql(MirrorConfig *m, const char *param)
 {
 	char	   *id = psprintf("%s::pg_catalog.text", param);
