@@ -15,9 +15,13 @@ SELECT pg_catalog.pg_extension_config_dump('chroma_sync.resend', '');
 REVOKE ALL ON chroma_sync.resend FROM PUBLIC;
 
 -- The same keys of a mirror removed while its collection stays (chroma_unmirror without
--- drop_collection, a dropped table): a mirror created into that collection before
--- not_before takes them into chroma_sync.resend, so the late request cannot outlive what
--- the new mirror sends.
+-- drop_collection, a dropped table, a request that ended after its mirror): another
+-- mirror of the collection takes them into chroma_sync.resend at once; without one they
+-- wait here, and the next mirror created into the collection takes them, so the late
+-- request cannot outlive what that mirror sends (the time passing proves nothing: the
+-- late write may have landed while no mirror wrote the collection, so they are kept until
+-- taken). A key that cannot be a key of the taking mirror's table is no row of it: its id
+-- is deleted.
 CREATE TABLE chroma_sync.resend_collection (
 	collection_id uuid NOT NULL,
 	key text COLLATE pg_catalog."C" NOT NULL,
@@ -27,7 +31,34 @@ CREATE TABLE chroma_sync.resend_collection (
 SELECT pg_catalog.pg_extension_config_dump('chroma_sync.resend_collection', '');
 REVOKE ALL ON chroma_sync.resend_collection FROM PUBLIC;
 
--- A dropped table's mirror hands its waiting resend keys to its collection as well.
+-- Hands the resend keys of mirror p_mirror (gone, or going) to the other mirrors of this
+-- database that write p_collection, or else to the collection.
+CREATE FUNCTION chroma_sync.resend_hand_over(p_mirror integer, p_collection uuid)
+	RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+	IF p_collection IS NOT NULL THEN
+		INSERT INTO chroma_sync.resend (mirror_id, key, not_before)
+			SELECT o.mirror_id, r.key, r.not_before
+			FROM chroma_sync.resend r CROSS JOIN chroma_sync.mirror o
+			WHERE r.mirror_id OPERATOR(pg_catalog.=) p_mirror
+				AND o.mirror_id OPERATOR(pg_catalog.<>) p_mirror
+				AND o.collection_id OPERATOR(pg_catalog.=) p_collection
+			ON CONFLICT (mirror_id, key) DO UPDATE SET not_before =
+				GREATEST(chroma_sync.resend.not_before, excluded.not_before);
+		IF NOT FOUND THEN
+			INSERT INTO chroma_sync.resend_collection (collection_id, key, not_before)
+				SELECT p_collection, r.key, r.not_before FROM chroma_sync.resend r
+				WHERE r.mirror_id OPERATOR(pg_catalog.=) p_mirror
+				ON CONFLICT (collection_id, key) DO UPDATE SET not_before =
+					GREATEST(chroma_sync.resend_collection.not_before, excluded.not_before);
+		END IF;
+	END IF;
+	DELETE FROM chroma_sync.resend WHERE mirror_id OPERATOR(pg_catalog.=) p_mirror;
+END
+$$;
+REVOKE ALL ON FUNCTION chroma_sync.resend_hand_over(integer, uuid) FROM PUBLIC;
+
+-- A dropped table's mirrors hand their resend keys on (chroma_sync.resend_hand_over).
 CREATE OR REPLACE FUNCTION chroma_sync.on_sql_drop() RETURNS event_trigger
 	LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
@@ -40,18 +71,9 @@ BEGIN
 				WHERE q.mirror_id OPERATOR(pg_catalog.=) m.mirror_id
 					AND m.source::pg_catalog.oid OPERATOR(pg_catalog.=) d.objid;
 			DELETE FROM chroma_sync.failed WHERE source::pg_catalog.oid OPERATOR(pg_catalog.=) d.objid;
-			INSERT INTO chroma_sync.resend_collection (collection_id, key, not_before)
-				SELECT m.collection_id, r.key, r.not_before
-				FROM chroma_sync.resend r JOIN chroma_sync.mirror m
-					ON m.mirror_id OPERATOR(pg_catalog.=) r.mirror_id
-				WHERE m.source::pg_catalog.oid OPERATOR(pg_catalog.=) d.objid
-					AND m.collection_id IS NOT NULL
-					AND r.not_before OPERATOR(pg_catalog.>) pg_catalog.clock_timestamp()
-				ON CONFLICT (collection_id, key) DO UPDATE SET not_before =
-					GREATEST(chroma_sync.resend_collection.not_before, excluded.not_before);
-			DELETE FROM chroma_sync.resend r USING chroma_sync.mirror m
-				WHERE r.mirror_id OPERATOR(pg_catalog.=) m.mirror_id
-					AND m.source::pg_catalog.oid OPERATOR(pg_catalog.=) d.objid;
+			PERFORM chroma_sync.resend_hand_over(m.mirror_id, m.collection_id)
+				FROM chroma_sync.mirror m WHERE m.source::pg_catalog.oid OPERATOR(pg_catalog.=) d.objid
+				ORDER BY m.mirror_id;
 			DELETE FROM chroma_sync.mirror WHERE source::pg_catalog.oid OPERATOR(pg_catalog.=) d.objid;
 			changed := changed OR FOUND;
 		ELSIF d.object_type OPERATOR(pg_catalog.=) 'table column' THEN

@@ -563,8 +563,6 @@ chroma_mirror(PG_FUNCTION_ARGS)
 			elog(ERROR, "could not record the mirror");
 		mirror_id = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0],
 												SPI_tuptable->tupdesc, 1, &isnull));
-		/* requests of an earlier mirror of the collection that may still be applied */
-		sync_unknown_adopt_collection(mirror_id, coll.id);
 	}
 
 	{
@@ -586,6 +584,8 @@ chroma_mirror(PG_FUNCTION_ARGS)
 								  3, types, values, nulls, false, 0) != SPI_OK_UPDATE)
 			elog(ERROR, "could not record the mirror's column types");
 	}
+	/* requests of an earlier mirror of the collection that may still be applied */
+	sync_unknown_adopt_collection(mirror_id);
 	if (configuration != NULL)
 	{
 		Oid			types[2] = {INT4OID, JSONBOID};

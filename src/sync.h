@@ -27,6 +27,9 @@ typedef struct MirrorState
 	int			inflight_cap;	/* after a 429/503: requests in flight at most; 0: none */
 	int			cap_successes;	/* requests acknowledged since the cap last grew */
 	uint64		paused_bind_generation; /* configuration a paused mirror's 0.4 filter was bound in */
+	uint64		resend_generation;	/* configuration chroma_sync.resend was last looked at in */
+	uint64		resend_handovers;	/* this worker's hand-overs when it was last looked at */
+	char		collection_id[40];	/* the mirror's, for its keys once its row is gone ("": none) */
 } MirrorState;
 
 /* Test setting: stall between reading a batch and deleting its entries (ms). */
@@ -62,7 +65,9 @@ extern void sync_unknown_persist(MirrorState *st);
 extern void sync_unknown_requeue(MirrorState *st);
 /* Drops a removed mirror's keys (in a transaction, SPI connected). */
 extern void sync_unknown_forget_mirror(int mirror_id, bool keep_for_collection);
-extern void sync_unknown_adopt_collection(int mirror_id, const char *collection_id);
+extern void sync_unknown_adopt_collection(int mirror_id);
+/* Notes the mirror's collection in its state (for sync_unknown_persist). */
+extern void sync_unknown_note_mirror(MirrorState *st, MirrorConfig *m);
 
 /* A worker step ended well: transient read errors count from zero again (sync_txn.c). */
 extern void sync_transient_reset(void);

@@ -18,8 +18,11 @@
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
+#include "nodes/value.h"
+#include "parser/parse_func.h"
 
 #include "chroma_sync.h"
+#include "shared.h"
 #include "sync.h"
 #include "sync_batch.h"
 
@@ -31,6 +34,12 @@ resend_table_exists(void)
 
 	return OidIsValid(nsp) && OidIsValid(get_relname_relid("resend", nsp));
 }
+
+/* Keys this worker handed on to other mirrors (their states look at resend again). */
+static uint64 handovers = 0;
+
+static bool hand_over_exists(void);
+static void hand_over(int mirror_id, const char *collection_id);
 
 void
 sync_unknown_add(MirrorState *st, const char *key)
@@ -72,6 +81,23 @@ sync_unknown_persist(MirrorState *st)
 					  "FROM (SELECT DISTINCT k FROM pg_catalog.unnest($2) AS u(k)) AS d "
 					  "ON CONFLICT (mirror_id, key) DO UPDATE SET not_before = excluded.not_before",
 					  3, types, values, NULL, SPI_OK_INSERT);
+
+			/*
+			 * A request that ended after its mirror was removed (chroma_unmirror stopped
+			 * waiting for it, a DROP TABLE does not wait): the keys are handed on like
+			 * those the removal found. The row lock orders this against a removal still
+			 * running (NOWAIT: an error keeps the keys in memory, to be tried again).
+			 */
+			if (hand_over_exists())
+			{
+				sync_exec("SELECT 1 FROM chroma_sync.mirror WHERE mirror_id OPERATOR(pg_catalog.=) $1 "
+						  "FOR KEY SHARE NOWAIT", 1, types, values, NULL, SPI_OK_SELECT);
+				if (SPI_processed == 0)
+				{
+					hand_over(st->mirror_id, st->collection_id);
+					handovers++;
+				}
+			}
 			done = true;
 		}
 		sync_end_txn();
@@ -104,10 +130,18 @@ sync_unknown_requeue(MirrorState *st)
 {
 	bool		isnull;
 	Datum		next;
+	uint64		generation = chroma_config_generation();
 
-	if (st->resend_checked &&
+	/*
+	 * Keys handed over by a removed mirror of the collection: by a backend (unmirror, DROP)
+	 * with a new configuration generation, by this worker with a new count.
+	 */
+	if (st->resend_checked && st->resend_generation == generation &&
+		st->resend_handovers == handovers &&
 		(st->resend_at == 0 || GetCurrentTimestamp() < st->resend_at))
 		return;
+	st->resend_generation = generation;
+	st->resend_handovers = handovers;
 	sync_begin_txn();
 	if (!resend_table_exists())
 	{
@@ -134,22 +168,50 @@ sync_unknown_requeue(MirrorState *st)
 	st->resend_checked = true;
 }
 
-/* Whether chroma_sync.resend_collection exists (0.5); inside a transaction. */
+/* Whether chroma_sync.resend_hand_over exists (0.5); inside a transaction. */
 static bool
-resend_collection_table_exists(void)
+hand_over_exists(void)
 {
 	Oid			nsp = get_namespace_oid("chroma_sync", true);
+	Oid			argtypes[2] = {INT4OID, UUIDOID};
+	List	   *name;
 
-	return OidIsValid(nsp) && OidIsValid(get_relname_relid("resend_collection", nsp));
+	if (!OidIsValid(nsp))
+		return false;
+	name = list_make1(makeString("chroma_sync"));
+	name = lappend(name, makeString("resend_hand_over"));
+	return OidIsValid(LookupFuncName(name, 2, argtypes, true));
+}
+
+/* The mirror's collection, kept for when its row is gone. */
+void
+sync_unknown_note_mirror(MirrorState *st, MirrorConfig *m)
+{
+	if (m->collection_id != NULL)
+		strlcpy(st->collection_id, m->collection_id, sizeof(st->collection_id));
+}
+
+/* Calls chroma_sync.resend_hand_over (inside a transaction, SPI connected). */
+static void
+hand_over(int mirror_id, const char *collection_id)
+{
+	Oid			types[2] = {INT4OID, TEXTOID};
+	Datum		values[2] = {Int32GetDatum(mirror_id),
+	collection_id[0] ? CStringGetTextDatum(collection_id) : (Datum) 0};
+	char		nulls[2] = {' ', collection_id[0] ? ' ' : 'n'};
+
+	if (SPI_execute_with_args("SELECT chroma_sync.resend_hand_over($1, $2::pg_catalog.uuid)",
+							  2, types, values, nulls, false, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not hand over the keys of chroma_sync.resend");
 }
 
 /*
  * Drops a removed mirror's resend keys (inside a transaction, SPI connected, before the
  * mirror's row is deleted). With keep_for_collection (the collection stays), the keys
- * whose request may still be applied are kept for the collection instead: a mirror
- * created into it later resends them once their time has come, after anything it sent
- * before (sync_unknown_adopt_collection), so a stale write of the old mirror does not
- * outlive the new mirror's newer one.
+ * are handed on instead (chroma_sync.resend_hand_over): to the other mirrors of the
+ * collection, or kept for the collection, for the next mirror
+ * created into it (sync_unknown_adopt_collection). A stale write of the old mirror then
+ * cannot outlive what the new mirror sends.
  */
 void
 sync_unknown_forget_mirror(int mirror_id, bool keep_for_collection)
@@ -159,46 +221,41 @@ sync_unknown_forget_mirror(int mirror_id, bool keep_for_collection)
 
 	if (!resend_table_exists())
 		return;
-	if (keep_for_collection && resend_collection_table_exists() &&
-		SPI_execute_with_args("INSERT INTO chroma_sync.resend_collection (collection_id, key, not_before) "
-							  "SELECT m.collection_id, r.key, r.not_before "
-							  "FROM chroma_sync.resend r JOIN chroma_sync.mirror m "
-							  "ON m.mirror_id OPERATOR(pg_catalog.=) r.mirror_id "
-							  "WHERE r.mirror_id OPERATOR(pg_catalog.=) $1 AND m.collection_id IS NOT NULL "
-							  "AND r.not_before OPERATOR(pg_catalog.>) pg_catalog.clock_timestamp() "
-							  "ON CONFLICT (collection_id, key) DO UPDATE SET not_before = "
-							  "GREATEST(chroma_sync.resend_collection.not_before, excluded.not_before)",
-							  1, types, values, NULL, false, 0) != SPI_OK_INSERT)
-		elog(ERROR, "could not insert into chroma_sync.resend_collection");
+	if (keep_for_collection && hand_over_exists())
+	{
+		if (SPI_execute_with_args("SELECT chroma_sync.resend_hand_over(m.mirror_id, m.collection_id) "
+								  "FROM chroma_sync.mirror m WHERE m.mirror_id OPERATOR(pg_catalog.=) $1",
+								  1, types, values, NULL, false, 0) != SPI_OK_SELECT)
+			elog(ERROR, "could not hand over the keys of chroma_sync.resend");
+		if (SPI_processed > 0)
+			return;
+	}
 	if (SPI_execute_with_args("DELETE FROM chroma_sync.resend WHERE mirror_id OPERATOR(pg_catalog.=) $1",
 							  1, types, values, NULL, false, 0) != SPI_OK_DELETE)
 		elog(ERROR, "could not delete from chroma_sync.resend");
 }
 
 /*
- * A new mirror into collection_id takes the keys an earlier mirror of the collection left
- * with an unknown outcome and a time still to come (inside a transaction, SPI connected,
- * after the mirror's row is inserted); the others are dropped, whatever their collection:
- * their requests can no longer be applied.
+ * A new mirror takes the keys an earlier mirror of its collection left with an unknown
+ * outcome, whatever their time (inside a transaction, SPI connected, after the mirror's
+ * row is inserted). Those already due are queued at its first step.
  */
 void
-sync_unknown_adopt_collection(int mirror_id, const char *collection_id)
+sync_unknown_adopt_collection(int mirror_id)
 {
-	Oid			types[2] = {INT4OID, TEXTOID};
-	Datum		values[2] = {Int32GetDatum(mirror_id), CStringGetTextDatum(collection_id)};
+	Oid			types[1] = {INT4OID};
+	Datum		values[1] = {Int32GetDatum(mirror_id)};
 
-	if (!resend_table_exists() || !resend_collection_table_exists())
+	if (!resend_table_exists() || !hand_over_exists())
 		return;
-	if (SPI_execute_with_args("WITH kept AS (DELETE FROM chroma_sync.resend_collection "
-							  "WHERE collection_id OPERATOR(pg_catalog.=) $2::pg_catalog.uuid "
-							  "OR not_before OPERATOR(pg_catalog.<=) pg_catalog.clock_timestamp() "
-							  "RETURNING collection_id, key, not_before) "
+	if (SPI_execute_with_args("WITH kept AS (DELETE FROM chroma_sync.resend_collection k "
+							  "USING chroma_sync.mirror m WHERE m.mirror_id OPERATOR(pg_catalog.=) $1 "
+							  "AND k.collection_id OPERATOR(pg_catalog.=) m.collection_id "
+							  "RETURNING k.key, k.not_before) "
 							  "INSERT INTO chroma_sync.resend (mirror_id, key, not_before) "
 							  "SELECT $1, kept.key, kept.not_before FROM kept "
-							  "WHERE kept.collection_id OPERATOR(pg_catalog.=) $2::pg_catalog.uuid "
-							  "AND kept.not_before OPERATOR(pg_catalog.>) pg_catalog.clock_timestamp() "
 							  "ON CONFLICT (mirror_id, key) DO UPDATE SET not_before = "
 							  "GREATEST(chroma_sync.resend.not_before, excluded.not_before)",
-							  2, types, values, NULL, false, 0) != SPI_OK_INSERT)
+							  1, types, values, NULL, false, 0) != SPI_OK_INSERT)
 		elog(ERROR, "could not move keys from chroma_sync.resend_collection");
 }

@@ -516,6 +516,32 @@ go_dormant(void)
 	proc_exit(0);
 }
 
+/*
+ * Outcome-unknown keys still in memory of mirrors removed since (writing them failed, or
+ * their request ended after the removal): written now, and handed on to the collection
+ * (sync_unknown_persist). Outside a transaction.
+ */
+static void
+persist_removed_mirrors(List *mirrors)
+{
+	ListCell   *lc;
+
+	foreach(lc, states)
+	{
+		MirrorState *st = (MirrorState *) lfirst(lc);
+		bool		present = false;
+		ListCell   *mc;
+
+		if (st->unknown_keys == NIL)
+			continue;
+		foreach(mc, mirrors)
+			if (((MirrorConfig *) lfirst(mc))->mirror_id == st->mirror_id)
+				present = true;
+		if (!present)
+			sync_unknown_persist(st);
+	}
+}
+
 static MirrorState *
 state_for(List **states, int mirror_id)
 {
@@ -593,12 +619,22 @@ load_mirrors(bool *have_extension)
 			}
 			if (sql)
 			{
+				bool		gone = get_rel_name(m->relid) == NULL;
+
 				SPI_connect();
-				/* the table is gone, the collection stays: kept for a mirror into it */
-				if (get_rel_name(m->relid) == NULL)
+				/* the table is gone, the collection stays: its keys are handed on */
+				if (gone)
 					sync_unknown_forget_mirror(m->mirror_id, true);
 				SPI_execute(sql, false, 0);
 				SPI_finish();
+				if (gone)
+				{
+					ListCell   *sc;
+
+					/* another mirror of the collection may have taken them */
+					foreach(sc, states)
+						((MirrorState *) lfirst(sc))->resend_checked = false;
+				}
 				m->paused = true;
 			}
 		}
@@ -815,6 +851,8 @@ chroma_worker_main(Datum arg)
 		my_slot->wake_pending = false;
 		LWLockRelease(chroma_shared->lock);
 		mirrors = load_mirrors(&have_extension);
+		if (have_extension)
+			persist_removed_mirrors(mirrors);
 		if (!have_extension || mirrors == NIL)
 		{
 			/*
@@ -850,11 +888,13 @@ chroma_worker_main(Datum arg)
 		{
 			MirrorConfig *m = (MirrorConfig *) lfirst(lc);
 			MirrorState *st = state_for(&states, m->mirror_id);
-			int		   *ready_ids = palloc_array(int, list_length(mirrors));
+			int		   *ready_ids;
 			int			nready = 0;
 			TimestampTz now = GetCurrentTimestamp();
 			ListCell   *oc;
 
+			sync_unknown_note_mirror(st, m);
+			ready_ids = palloc_array(int, list_length(mirrors));
 			/* live changes first: the other mirrors ready to send end a long step early */
 			foreach(oc, mirrors)
 			{
