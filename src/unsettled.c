@@ -130,15 +130,22 @@ unsettled_check_timeline(void)
 	TimeLineID	tli = GetWALInsertionTimeLine();
 	TimeLineID	was = file_tli;
 
+	TimestampTz until;
+
 	if (unsettled_fd < 0 || was == tli)
 		return 0;
 	file_tli = tli;
-	write_value(unsettled_written);
 	if (was == 0 && tli <= 1)
+	{
+		write_value(unsettled_written);
 		return 0;				/* a new data directory, or one never promoted */
+	}
+	/* kept in the file while this worker waits: a worker ending meanwhile leaves it (TAP 259) */
+	until = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), chroma_timeout_ms + UNSETTLED_PAD_MS);
+	write_value(Max(unsettled_written, until));
 	ereport(LOG,
 			(errmsg("chroma_sync worker: this server is on timeline %u, the worker's last record is from %s: nothing is sent for %d ms",
 					tli, was == 0 ? "no timeline" : psprintf("timeline %u", was), chroma_timeout_ms),
 			 errdetail("After a promotion or a point-in-time recovery, requests another server sent may still be applied by Chroma until one request timeout has passed.")));
-	return TimestampTzPlusMilliseconds(GetCurrentTimestamp(), chroma_timeout_ms + UNSETTLED_PAD_MS);
+	return until;
 }
