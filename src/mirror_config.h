@@ -135,7 +135,10 @@ extern char *mirror_key_sql(MirrorConfig *m);
 /* The row's id as text, exactly as sent (the type's output function). */
 extern char *mirror_id_text_sql(MirrorConfig *m);
 extern char *mirror_key_in_sql(MirrorConfig *m, const char *param);
-/* The id text param as the key columns' values (an error when it cannot be one). */
+/*
+ * The id text param as values of the key columns' base types (domains stripped): an error
+ * when no value of those types has that text.
+ */
 extern char *mirror_key_cast_sql(MirrorConfig *m, const char *param);
 extern char *mirror_key_eq_sql(MirrorConfig *m, const char *param);
 extern char *mirror_key_after_sql(MirrorConfig *m, const char *param);

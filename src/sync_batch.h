@@ -114,6 +114,8 @@ extern Datum sync_text_array(List *strings);
  */
 extern bool sync_try_subxact(void (*fn) (void *arg), void *arg, MemoryContext errctx,
 							 char **error);
+extern bool sync_try_subxact_code(void (*fn) (void *arg), void *arg, MemoryContext errctx,
+								  char **error, int *sqlerrcode);
 
 /* ---- reading rows (sync_rows.c) ---- */
 

@@ -110,10 +110,21 @@ sync_transient_reset(void)
 bool
 sync_try_subxact(void (*fn) (void *arg), void *arg, MemoryContext errctx, char **error)
 {
+	int			sqlerrcode;
+
+	return sync_try_subxact_code(fn, arg, errctx, error, &sqlerrcode);
+}
+
+/* sync_try_subxact, also giving the error's SQLSTATE (0 on success). */
+bool
+sync_try_subxact_code(void (*fn) (void *arg), void *arg, MemoryContext errctx, char **error,
+					  int *sqlerrcode)
+{
 	MemoryContext oldctx = CurrentMemoryContext;
 	ResourceOwner oldowner = CurrentResourceOwner;
 	volatile bool ok = true;
 
+	*sqlerrcode = 0;
 	BeginInternalSubTransaction(NULL);
 	MemoryContextSwitchTo(oldctx);
 	PG_TRY();
@@ -155,6 +166,7 @@ sync_try_subxact(void (*fn) (void *arg), void *arg, MemoryContext errctx, char *
 			++transient_in_a_row <= TRANSIENT_RETRIES)
 			ReThrowError(edata);
 		*error = edata->message;
+		*sqlerrcode = edata->sqlerrcode;
 		ok = false;
 	}
 	PG_END_TRY();
