@@ -21,19 +21,22 @@ REVOKE ALL ON chroma_sync.resend FROM PUBLIC;
 -- request cannot outlive what that mirror sends (the time passing proves nothing: the
 -- late write may have landed while no mirror wrote the collection, so they are kept until
 -- taken). A key that cannot be a key of the taking mirror's table is no row of it: its id
--- is deleted.
+-- is deleted. They are dropped with the collection: by chroma_delete_collection of its
+-- name, or when a mirror is created into a collection of that name with another id (the
+-- one they were kept for no longer exists).
 CREATE TABLE chroma_sync.resend_collection (
 	collection_id uuid NOT NULL,
 	key text COLLATE pg_catalog."C" NOT NULL,
 	not_before timestamptz NOT NULL,
+	collection text,					-- the collection's name when the keys were kept
 	PRIMARY KEY (collection_id, key)
 );
 SELECT pg_catalog.pg_extension_config_dump('chroma_sync.resend_collection', '');
 REVOKE ALL ON chroma_sync.resend_collection FROM PUBLIC;
 
 -- Hands the resend keys of mirror p_mirror (gone, or going) to the other mirrors of this
--- database that write p_collection, or else to the collection.
-CREATE FUNCTION chroma_sync.resend_hand_over(p_mirror integer, p_collection uuid)
+-- database that write p_collection (named p_name), or else to the collection.
+CREATE FUNCTION chroma_sync.resend_hand_over(p_mirror integer, p_collection uuid, p_name text)
 	RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
 	IF p_collection IS NOT NULL THEN
@@ -46,17 +49,19 @@ BEGIN
 			ON CONFLICT (mirror_id, key) DO UPDATE SET not_before =
 				GREATEST(chroma_sync.resend.not_before, excluded.not_before);
 		IF NOT FOUND THEN
-			INSERT INTO chroma_sync.resend_collection (collection_id, key, not_before)
-				SELECT p_collection, r.key, r.not_before FROM chroma_sync.resend r
+			INSERT INTO chroma_sync.resend_collection (collection_id, key, not_before, collection)
+				SELECT p_collection, r.key, r.not_before, p_name FROM chroma_sync.resend r
 				WHERE r.mirror_id OPERATOR(pg_catalog.=) p_mirror
 				ON CONFLICT (collection_id, key) DO UPDATE SET not_before =
-					GREATEST(chroma_sync.resend_collection.not_before, excluded.not_before);
+					GREATEST(chroma_sync.resend_collection.not_before, excluded.not_before),
+					collection = COALESCE(excluded.collection,
+						chroma_sync.resend_collection.collection);
 		END IF;
 	END IF;
 	DELETE FROM chroma_sync.resend WHERE mirror_id OPERATOR(pg_catalog.=) p_mirror;
 END
 $$;
-REVOKE ALL ON FUNCTION chroma_sync.resend_hand_over(integer, uuid) FROM PUBLIC;
+REVOKE ALL ON FUNCTION chroma_sync.resend_hand_over(integer, uuid, text) FROM PUBLIC;
 
 -- A dropped table's mirrors hand their resend keys on (chroma_sync.resend_hand_over).
 CREATE OR REPLACE FUNCTION chroma_sync.on_sql_drop() RETURNS event_trigger
@@ -71,7 +76,7 @@ BEGIN
 				WHERE q.mirror_id OPERATOR(pg_catalog.=) m.mirror_id
 					AND m.source::pg_catalog.oid OPERATOR(pg_catalog.=) d.objid;
 			DELETE FROM chroma_sync.failed WHERE source::pg_catalog.oid OPERATOR(pg_catalog.=) d.objid;
-			PERFORM chroma_sync.resend_hand_over(m.mirror_id, m.collection_id)
+			PERFORM chroma_sync.resend_hand_over(m.mirror_id, m.collection_id, m.collection)
 				FROM chroma_sync.mirror m WHERE m.source::pg_catalog.oid OPERATOR(pg_catalog.=) d.objid
 				ORDER BY m.mirror_id;
 			DELETE FROM chroma_sync.mirror WHERE source::pg_catalog.oid OPERATOR(pg_catalog.=) d.objid;

@@ -3,7 +3,9 @@
  */
 #include "postgres.h"
 
+#include "access/xact.h"
 #include "catalog/pg_type.h"
+#include "executor/spi.h"
 #include "fmgr.h"
 #include "funcapi.h"
 #include "utils/builtins.h"
@@ -16,6 +18,8 @@
 #include "chroma_api.h"
 #include "chroma_sync.h"
 #include "collection_config.h"
+#include "sync.h"
+#include "trigger.h"
 
 PG_FUNCTION_INFO_V1(chroma_server_info);
 PG_FUNCTION_INFO_V1(chroma_heartbeat);
@@ -240,8 +244,26 @@ chroma_delete_collection(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("name must not be null")));
-	PG_RETURN_BOOL(chroma_api_delete_collection(text_to_cstring(PG_GETARG_TEXT_PP(0)),
-											PG_ARGISNULL(1) ? false : PG_GETARG_BOOL(1)));
+	{
+		char	   *name = text_to_cstring(PG_GETARG_TEXT_PP(0));
+		bool		deleted = chroma_api_delete_collection(name,
+														   PG_ARGISNULL(1) ? false : PG_GETARG_BOOL(1));
+		ChromaSavedUser su;
+
+		/*
+		 * Keys kept for it (an earlier mirror's late requests) cannot land any more. Not
+		 * in a read-only transaction (a standby): a mirror created into the name drops them.
+		 */
+		if (XactReadOnly)
+			PG_RETURN_BOOL(deleted);
+		chroma_become_extension_owner(&su);
+		if (SPI_connect() != SPI_OK_CONNECT)
+			elog(ERROR, "SPI_connect failed");
+		sync_unknown_forget_collection(name);
+		SPI_finish();
+		chroma_restore_user(&su);
+		PG_RETURN_BOOL(deleted);
+	}
 }
 
 /* More pages than this is a server that never ends its list (a million collections). */

@@ -30,6 +30,7 @@ typedef struct MirrorState
 	uint64		resend_generation;	/* configuration chroma_sync.resend was last looked at in */
 	uint64		resend_handovers;	/* this worker's hand-overs when it was last looked at */
 	char		collection_id[40];	/* the mirror's, for its keys once its row is gone ("": none) */
+	char		collection[520];	/* and its name (a Chroma name has at most 512 bytes) */
 } MirrorState;
 
 /* Test setting: stall between reading a batch and deleting its entries (ms). */
@@ -66,6 +67,8 @@ extern void sync_unknown_requeue(MirrorState *st);
 /* Drops a removed mirror's keys (in a transaction, SPI connected). */
 extern void sync_unknown_forget_mirror(int mirror_id, bool keep_for_collection);
 extern void sync_unknown_adopt_collection(int mirror_id);
+/* Drops the keys kept for the collection named name, deleted (SPI connected). */
+extern void sync_unknown_forget_collection(const char *name);
 /* Notes the mirror's collection in its state (for sync_unknown_persist). */
 extern void sync_unknown_note_mirror(MirrorState *st, MirrorConfig *m);
 

@@ -39,7 +39,7 @@ resend_table_exists(void)
 static uint64 handovers = 0;
 
 static bool hand_over_exists(void);
-static void hand_over(int mirror_id, const char *collection_id);
+static void hand_over(int mirror_id, const char *collection_id, const char *name);
 
 void
 sync_unknown_add(MirrorState *st, const char *key)
@@ -94,7 +94,7 @@ sync_unknown_persist(MirrorState *st)
 						  "FOR KEY SHARE NOWAIT", 1, types, values, NULL, SPI_OK_SELECT);
 				if (SPI_processed == 0)
 				{
-					hand_over(st->mirror_id, st->collection_id);
+					hand_over(st->mirror_id, st->collection_id, st->collection);
 					handovers++;
 				}
 			}
@@ -173,14 +173,14 @@ static bool
 hand_over_exists(void)
 {
 	Oid			nsp = get_namespace_oid("chroma_sync", true);
-	Oid			argtypes[2] = {INT4OID, UUIDOID};
+	Oid			argtypes[3] = {INT4OID, UUIDOID, TEXTOID};
 	List	   *name;
 
 	if (!OidIsValid(nsp))
 		return false;
 	name = list_make1(makeString("chroma_sync"));
 	name = lappend(name, makeString("resend_hand_over"));
-	return OidIsValid(LookupFuncName(name, 2, argtypes, true));
+	return OidIsValid(LookupFuncName(name, 3, argtypes, true));
 }
 
 /* The mirror's collection, kept for when its row is gone. */
@@ -189,19 +189,22 @@ sync_unknown_note_mirror(MirrorState *st, MirrorConfig *m)
 {
 	if (m->collection_id != NULL)
 		strlcpy(st->collection_id, m->collection_id, sizeof(st->collection_id));
+	if (m->collection != NULL)
+		strlcpy(st->collection, m->collection, sizeof(st->collection));
 }
 
 /* Calls chroma_sync.resend_hand_over (inside a transaction, SPI connected). */
 static void
-hand_over(int mirror_id, const char *collection_id)
+hand_over(int mirror_id, const char *collection_id, const char *name)
 {
-	Oid			types[2] = {INT4OID, TEXTOID};
-	Datum		values[2] = {Int32GetDatum(mirror_id),
-	collection_id[0] ? CStringGetTextDatum(collection_id) : (Datum) 0};
-	char		nulls[2] = {' ', collection_id[0] ? ' ' : 'n'};
+	Oid			types[3] = {INT4OID, TEXTOID, TEXTOID};
+	Datum		values[3] = {Int32GetDatum(mirror_id),
+		collection_id[0] ? CStringGetTextDatum(collection_id) : (Datum) 0,
+	name[0] ? CStringGetTextDatum(name) : (Datum) 0};
+	char		nulls[3] = {' ', collection_id[0] ? ' ' : 'n', name[0] ? ' ' : 'n'};
 
-	if (SPI_execute_with_args("SELECT chroma_sync.resend_hand_over($1, $2::pg_catalog.uuid)",
-							  2, types, values, nulls, false, 0) != SPI_OK_SELECT)
+	if (SPI_execute_with_args("SELECT chroma_sync.resend_hand_over($1, $2::pg_catalog.uuid, $3)",
+							  3, types, values, nulls, false, 0) != SPI_OK_SELECT)
 		elog(ERROR, "could not hand over the keys of chroma_sync.resend");
 }
 
@@ -223,7 +226,7 @@ sync_unknown_forget_mirror(int mirror_id, bool keep_for_collection)
 		return;
 	if (keep_for_collection && hand_over_exists())
 	{
-		if (SPI_execute_with_args("SELECT chroma_sync.resend_hand_over(m.mirror_id, m.collection_id) "
+		if (SPI_execute_with_args("SELECT chroma_sync.resend_hand_over(m.mirror_id, m.collection_id, m.collection) "
 								  "FROM chroma_sync.mirror m WHERE m.mirror_id OPERATOR(pg_catalog.=) $1",
 								  1, types, values, NULL, false, 0) != SPI_OK_SELECT)
 			elog(ERROR, "could not hand over the keys of chroma_sync.resend");
@@ -238,7 +241,10 @@ sync_unknown_forget_mirror(int mirror_id, bool keep_for_collection)
 /*
  * A new mirror takes the keys an earlier mirror of its collection left with an unknown
  * outcome, whatever their time (inside a transaction, SPI connected, after the mirror's
- * row is inserted). Those already due are queued at its first step.
+ * row is inserted). Those already due are queued at its first step. It also gets a copy
+ * of the keys of the other mirrors of the collection: one it takes over pauses and would
+ * never send them (red-team TAP 951). Keys kept for another collection of the same name
+ * are dropped: that collection no longer exists (red-team TAP 954).
  */
 void
 sync_unknown_adopt_collection(int mirror_id)
@@ -248,14 +254,45 @@ sync_unknown_adopt_collection(int mirror_id)
 
 	if (!resend_table_exists() || !hand_over_exists())
 		return;
+	if (SPI_execute_with_args("DELETE FROM chroma_sync.resend_collection k "
+							  "USING chroma_sync.mirror m WHERE m.mirror_id OPERATOR(pg_catalog.=) $1 "
+							  "AND k.collection OPERATOR(pg_catalog.=) m.collection "
+							  "AND k.collection_id OPERATOR(pg_catalog.<>) m.collection_id",
+							  1, types, values, NULL, false, 0) != SPI_OK_DELETE)
+		elog(ERROR, "could not delete from chroma_sync.resend_collection");
 	if (SPI_execute_with_args("WITH kept AS (DELETE FROM chroma_sync.resend_collection k "
 							  "USING chroma_sync.mirror m WHERE m.mirror_id OPERATOR(pg_catalog.=) $1 "
 							  "AND k.collection_id OPERATOR(pg_catalog.=) m.collection_id "
-							  "RETURNING k.key, k.not_before) "
+							  "RETURNING k.key, k.not_before), "
+							  "others AS (SELECT r.key, r.not_before FROM chroma_sync.resend r "
+							  "JOIN chroma_sync.mirror o ON o.mirror_id OPERATOR(pg_catalog.=) r.mirror_id "
+							  "JOIN chroma_sync.mirror m ON m.mirror_id OPERATOR(pg_catalog.=) $1 "
+							  "WHERE o.mirror_id OPERATOR(pg_catalog.<>) $1 "
+							  "AND o.collection_id OPERATOR(pg_catalog.=) m.collection_id) "
 							  "INSERT INTO chroma_sync.resend (mirror_id, key, not_before) "
-							  "SELECT $1, kept.key, kept.not_before FROM kept "
+							  "SELECT $1, a.key, pg_catalog.max(a.not_before) "
+							  "FROM (SELECT * FROM kept UNION ALL SELECT * FROM others) a GROUP BY a.key "
 							  "ON CONFLICT (mirror_id, key) DO UPDATE SET not_before = "
 							  "GREATEST(chroma_sync.resend.not_before, excluded.not_before)",
 							  1, types, values, NULL, false, 0) != SPI_OK_INSERT)
 		elog(ERROR, "could not move keys from chroma_sync.resend_collection");
+}
+
+/*
+ * The collection named name was deleted (chroma_delete_collection): no request to it can
+ * be applied any more, so the keys kept for it are dropped (red-team TAP 952). Needs the
+ * rights on chroma_sync's tables (the extension owner's).
+ */
+void
+sync_unknown_forget_collection(const char *name)
+{
+	Oid			types[1] = {TEXTOID};
+	Datum		values[1] = {CStringGetTextDatum(name)};
+
+	if (!resend_table_exists() || !hand_over_exists())
+		return;
+	if (SPI_execute_with_args("DELETE FROM chroma_sync.resend_collection "
+							  "WHERE collection OPERATOR(pg_catalog.=) $1",
+							  1, types, values, NULL, false, 0) != SPI_OK_DELETE)
+		elog(ERROR, "could not delete from chroma_sync.resend_collection");
 }
