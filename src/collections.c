@@ -246,22 +246,29 @@ chroma_delete_collection(PG_FUNCTION_ARGS)
 				 errmsg("name must not be null")));
 	{
 		char	   *name = text_to_cstring(PG_GETARG_TEXT_PP(0));
-		bool		deleted = chroma_api_delete_collection(name,
-														   PG_ARGISNULL(1) ? false : PG_GETARG_BOOL(1));
+		bool		missing_ok = PG_ARGISNULL(1) ? false : PG_GETARG_BOOL(1);
+		ChromaCollection coll = {0};
 		ChromaSavedUser su;
+		bool		deleted;
 
 		/*
-		 * Keys kept for it (an earlier mirror's late requests) cannot land any more. Not
-		 * in a read-only transaction (a standby): a mirror created into the name drops them.
+		 * Keys kept for it (an earlier mirror's late requests) cannot land once it is
+		 * gone: they are dropped, by its id (the name may name a collection of another
+		 * tenant or server for this session). Not in a read-only transaction (a standby):
+		 * a mirror created into the name later drops them.
 		 */
-		if (XactReadOnly)
-			PG_RETURN_BOOL(deleted);
-		chroma_become_extension_owner(&su);
-		if (SPI_connect() != SPI_OK_CONNECT)
-			elog(ERROR, "SPI_connect failed");
-		sync_unknown_forget_collection(name);
-		SPI_finish();
-		chroma_restore_user(&su);
+		if (!XactReadOnly && sync_unknown_kept_for_name(name))
+			(void) chroma_api_get_collection(name, &coll, true);
+		deleted = chroma_api_delete_collection(name, missing_ok);
+		if (deleted && coll.id != NULL)
+		{
+			chroma_become_extension_owner(&su);
+			if (SPI_connect() != SPI_OK_CONNECT)
+				elog(ERROR, "SPI_connect failed");
+			sync_unknown_forget_collection(coll.id);
+			SPI_finish();
+			chroma_restore_user(&su);
+		}
 		PG_RETURN_BOOL(deleted);
 	}
 }

@@ -25,6 +25,7 @@
 #include "shared.h"
 #include "sync.h"
 #include "sync_batch.h"
+#include "trigger.h"
 
 /* Whether chroma_sync.resend exists (0.5); looked up in a transaction. */
 static bool
@@ -279,20 +280,48 @@ sync_unknown_adopt_collection(int mirror_id)
 }
 
 /*
- * The collection named name was deleted (chroma_delete_collection): no request to it can
- * be applied any more, so the keys kept for it are dropped (red-team TAP 952). Needs the
- * rights on chroma_sync's tables (the extension owner's).
+ * Whether keys are kept for a collection named name (chroma_sync.resend_collection), as
+ * the extension's owner (SPI connected here).
  */
-void
-sync_unknown_forget_collection(const char *name)
+bool
+sync_unknown_kept_for_name(const char *name)
 {
+	ChromaSavedUser su;
 	Oid			types[1] = {TEXTOID};
 	Datum		values[1] = {CStringGetTextDatum(name)};
+	bool		kept = false;
+
+	chroma_become_extension_owner(&su);
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	if (resend_table_exists() && hand_over_exists())
+	{
+		if (SPI_execute_with_args("SELECT 1 FROM chroma_sync.resend_collection "
+								  "WHERE collection OPERATOR(pg_catalog.=) $1 LIMIT 1",
+								  1, types, values, NULL, true, 1) != SPI_OK_SELECT)
+			elog(ERROR, "could not read chroma_sync.resend_collection");
+		kept = SPI_processed > 0;
+	}
+	SPI_finish();
+	chroma_restore_user(&su);
+	return kept;
+}
+
+/*
+ * The collection collection_id was deleted (chroma_delete_collection): no request to it
+ * can be applied any more, so the keys kept for it are dropped (red-team TAP 287). Needs
+ * the rights on chroma_sync's tables (the extension owner's), SPI connected.
+ */
+void
+sync_unknown_forget_collection(const char *collection_id)
+{
+	Oid			types[1] = {TEXTOID};
+	Datum		values[1] = {CStringGetTextDatum(collection_id)};
 
 	if (!resend_table_exists() || !hand_over_exists())
 		return;
 	if (SPI_execute_with_args("DELETE FROM chroma_sync.resend_collection "
-							  "WHERE collection OPERATOR(pg_catalog.=) $1",
+							  "WHERE collection_id OPERATOR(pg_catalog.=) $1::pg_catalog.uuid",
 							  1, types, values, NULL, false, 0) != SPI_OK_DELETE)
 		elog(ERROR, "could not delete from chroma_sync.resend_collection");
 }

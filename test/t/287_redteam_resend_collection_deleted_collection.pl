@@ -47,6 +47,8 @@ ok(wait_for('its key in resend', 20, sub { q1('SELECT count(*) FROM chroma_sync.
 q1("SELECT chroma_unmirror('a')");
 is(q1('SELECT count(*) FROM chroma_sync.resend_collection'), '1', 'key 1 kept for the collection');
 q1("SELECT chroma_delete_collection('$coll')");
+is(q1('SELECT count(*) FROM chroma_sync.resend_collection'), '0',
+	'chroma_delete_collection dropped the keys kept for the collection');
 open($fh, '>', $release) or die;
 close($fh);
 ok(wait_for('the late write', 30, sub { -e "$release.done" }), 'the late write was tried (collection gone)');
