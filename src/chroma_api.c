@@ -537,6 +537,128 @@ chroma_api_get_collection(const char *name, ChromaCollection *out, bool missing_
 	return true;
 }
 
+/*
+ * The top-level "id" and "dimension" of a collection object in UTF-8 text, read without
+ * converting anything: the rest (metadata, configuration) may hold characters the
+ * database encoding lacks (red-team TAP 178).
+ */
+typedef struct CollectionFields
+{
+	int			depth;
+	bool		want_id;
+	bool		want_dimension;
+	char	   *id;
+	char	   *dimension;
+} CollectionFields;
+
+static void
+fields_nest(void *state)
+{
+	((CollectionFields *) state)->depth++;
+}
+
+static void
+fields_unnest(void *state)
+{
+	((CollectionFields *) state)->depth--;
+}
+
+static void
+fields_field_start(void *state, char *fname, bool isnull)
+{
+	CollectionFields *f = (CollectionFields *) state;
+
+	if (f->depth != 1)
+		return;
+	f->want_id = strcmp(fname, "id") == 0;
+	f->want_dimension = strcmp(fname, "dimension") == 0;
+}
+
+static void
+fields_scalar(void *state, char *token, JsonTokenType tokentype)
+{
+	CollectionFields *f = (CollectionFields *) state;
+
+	if (f->depth != 1)
+		return;
+	if (f->want_id && tokentype == JSON_TOKEN_STRING)
+		f->id = pstrdup(token);
+	if (f->want_dimension && tokentype == JSON_TOKEN_NUMBER)
+		f->dimension = pstrdup(token);
+	f->want_id = f->want_dimension = false;
+}
+
+static void
+parse_collection_fields(const ChromaResponse *resp, const char *name, ChromaCollection *out)
+{
+	const StringInfoData *body = &resp->http.body;
+	CollectionFields f;
+	ChromaJsonSem sem;
+	JsonLexContext *lex;
+
+	memset(&f, 0, sizeof(f));
+	memset(&sem, 0, sizeof(sem));
+	sem.semstate = &f;
+	sem.object_start = fields_nest;
+	sem.object_end = fields_unnest;
+	sem.array_start = fields_nest;
+	sem.array_end = fields_unnest;
+	sem.object_field_start = fields_field_start;
+	sem.scalar = fields_scalar;
+	chroma_check_response_encoding(body->data, body->len, "get a collection");
+	lex = chroma_json_lexer(body->data, body->len, PG_UTF8, true);
+	if (body->len == 0 || body->data[0] != '{' || strlen(body->data) != (size_t) body->len ||
+		chroma_parse_json(lex, &sem) != JSON_SUCCESS)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_JSON_TEXT),
+				 errmsg("Chroma sent a response that is not valid JSON while trying to get a collection"),
+				 errdetail("Response begins: %s", printable_prefix(body->data, body->len, 120))));
+	if (f.id == NULL || f.id[0] == '\0' || strspn(f.id, "0123456789abcdefABCDEF-") != strlen(f.id))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_JSON_TEXT),
+				 errmsg("Chroma sent collection \"%s\" without a valid id", name)));
+	memset(out, 0, sizeof(*out));
+	out->id = f.id;
+	out->name = pstrdup(name);
+	if (f.dimension != NULL)
+		out->dimension = pg_strtoint32(f.dimension);
+}
+
+/*
+ * chroma_api_get_collection for the record functions: its id, name and dimension only
+ * (metadata and configuration NULL), so that a database whose encoding lacks a character
+ * of the collection's metadata can still read and write its records.
+ */
+bool
+chroma_api_get_collection_id(const char *name, ChromaCollection *out, bool missing_ok)
+{
+	ChromaResponse resp;
+
+	if (GetDatabaseEncoding() == PG_UTF8)
+	{
+		if (!chroma_api_get_collection(name, out, missing_ok))
+			return false;
+		out->metadata = NULL;
+		out->configuration = NULL;
+		return true;
+	}
+	chroma_check_collection_name(name);
+	chroma_call("GET", psprintf("%s/%s", chroma_collections_url(), name), NULL, 0, &resp);
+	if (resp.kind == CHROMA_FATAL && resp.http.status == 404)
+	{
+		if (missing_ok)
+			return false;
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("Chroma collection \"%s\" does not exist", name),
+				 errhint("Create it with chroma_create_collection().")));
+	}
+	if (resp.kind != CHROMA_OK)
+		chroma_raise(&resp, psprintf("get collection \"%s\"", name));
+	parse_collection_fields(&resp, name, out);
+	return true;
+}
+
 /* A jsonb argument as JSON text in UTF-8, for a request body. */
 static void
 append_jsonb_utf8(StringInfo s, Jsonb *j)

@@ -83,6 +83,8 @@ extern int	chroma_effective_batch_size(void);
 extern void chroma_check_collection_name(const char *name);
 
 extern bool chroma_api_get_collection(const char *name, ChromaCollection *out, bool missing_ok);
+/* The same, with the id, name and dimension only (metadata, configuration NULL). */
+extern bool chroma_api_get_collection_id(const char *name, ChromaCollection *out, bool missing_ok);
 extern void chroma_api_modify_collection(const char *id, const char *new_name, Jsonb *new_metadata,
 										 Jsonb *new_configuration);
 /* configuration (checked by chroma_check_configuration) wins over space; both may be NULL */

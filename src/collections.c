@@ -258,7 +258,7 @@ chroma_delete_collection(PG_FUNCTION_ARGS)
 		 * a mirror created into the name later drops them.
 		 */
 		if (!XactReadOnly && sync_unknown_kept_for_name(name))
-			(void) chroma_api_get_collection(name, &coll, true);
+			(void) chroma_api_get_collection_id(name, &coll, true);
 		deleted = chroma_api_delete_collection(name, missing_ok);
 		if (deleted && coll.id != NULL)
 		{

@@ -77,7 +77,7 @@ collection_arg(FunctionCallInfo fcinfo, const char *argname, QuerySpec *qs)
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("collection must not be null")));
-	chroma_api_get_collection(text_to_cstring(PG_GETARG_TEXT_PP(0)), &coll, false);
+	chroma_api_get_collection_id(text_to_cstring(PG_GETARG_TEXT_PP(0)), &coll, false);
 	if (coll.dimension > 0 && coll.dimension != qs->dim)
 		ereport(ERROR,
 				(errcode(ERRCODE_DATA_EXCEPTION),

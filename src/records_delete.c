@@ -187,7 +187,7 @@ chroma_delete_where(PG_FUNCTION_ARGS)
 	read_filters_append(&filters, where, where_document);
 	(void) pgbuf_cstring(&filters);
 
-	chroma_api_get_collection(collection, &coll, false);
+	chroma_api_get_collection_id(collection, &coll, false);
 	if (chroma_server(false)->supports_delete_count)
 		PG_RETURN_INT64(delete_by_filter(collection, coll.id, filters.data));
 	PG_RETURN_INT64(delete_by_ids(collection, coll.id, filters.data));

@@ -35,7 +35,7 @@ collection_id_arg(FunctionCallInfo fcinfo)
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("collection must not be null")));
-	chroma_api_get_collection(text_to_cstring(PG_GETARG_TEXT_PP(0)), &coll, false);
+	chroma_api_get_collection_id(text_to_cstring(PG_GETARG_TEXT_PP(0)), &coll, false);
 	return coll.id;
 }
 

@@ -220,7 +220,7 @@ record_sender_init(RecordSender *s, const char *collection, const char *op)
 	memset(s, 0, sizeof(*s));
 	s->collection = collection;
 	s->op = op;
-	chroma_api_get_collection(collection, &coll, false);
+	chroma_api_get_collection_id(collection, &coll, false);
 	s->collection_id = coll.id;
 	s->url = chroma_records_url(coll.id, op);
 	s->dim = coll.dimension;
