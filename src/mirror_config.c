@@ -388,11 +388,23 @@ key_part_as_sql(const char *id, int i, Oid type)
 					id, i + 1, key_type_sql(type));
 }
 
-/* Part i (from 1) of the id text `id`, as the key column's type. */
+/*
+ * Part i (from 1) of the id text `id`, as the key column's base type: a domain's check
+ * is no part of finding a row (one added NOT VALID rejects the key of a row the table
+ * has, red-team TAP 285; a key no row can have finds none, TAP 295), and the comparison
+ * is the base type's either way.
+ */
 static char *
 key_part_sql(MirrorConfig *m, const char *id, int i)
 {
-	return key_part_as_sql(id, i, m->key_types[i]);
+	return key_part_as_sql(id, i, getBaseType(m->key_types[i]));
+}
+
+/* The key column's base type, for a parameter compared with it (see key_part_sql). */
+static char *
+key_param_type_sql(MirrorConfig *m)
+{
+	return key_type_sql(getBaseType(m->key_types[0]));
 }
 
 static char *
@@ -439,7 +451,7 @@ mirror_key_in_sql(MirrorConfig *m, const char *param)
 {
 	if (m->nkeys == 1)
 		return psprintf("%s = ANY (%s::%s[])", column_sql(m->relid, m->key_attnums[0]), param,
-						key_type_sql(m->key_types[0]));
+						key_param_type_sql(m));
 	return psprintf("(%s) IN (SELECT %s FROM pg_catalog.unnest(%s::pg_catalog.text[]) AS chroma_sync_ids(id))",
 					key_columns_sql(m), key_parts_sql(m, "chroma_sync_ids.id"), param);
 }
@@ -447,20 +459,9 @@ mirror_key_in_sql(MirrorConfig *m, const char *param)
 char *
 mirror_key_cast_sql(MirrorConfig *m, const char *param)
 {
-	StringInfoData s;
-	char	   *id = psprintf("%s::pg_catalog.text", param);
-
-	/*
-	 * The base types: a domain's CHECK (one added NOT VALID, say) may reject the key of a
-	 * row the table has (red-team TAP 950).
-	 */
 	if (m->nkeys == 1)
-		return psprintf("%s::%s", id, key_type_sql(getBaseType(m->key_types[0])));
-	initStringInfo(&s);
-	for (int i = 0; i < m->nkeys; i++)
-		appendStringInfo(&s, "%s%s", i > 0 ? ", " : "",
-						 key_part_as_sql(id, i, getBaseType(m->key_types[i])));
-	return s.data;
+		return psprintf("%s::pg_catalog.text::%s", param, key_param_type_sql(m));
+	return key_parts_sql(m, psprintf("%s::pg_catalog.text", param));
 }
 
 char *
@@ -470,7 +471,7 @@ mirror_key_eq_sql(MirrorConfig *m, const char *param)
 
 	if (m->nkeys == 1)
 		return psprintf("%s = %s::%s", column_sql(m->relid, m->key_attnums[0]), param,
-						key_type_sql(m->key_types[0]));
+						key_param_type_sql(m));
 	return psprintf("(%s) = (%s)", key_columns_sql(m), key_parts_sql(m, id));
 }
 
@@ -481,7 +482,7 @@ mirror_key_after_sql(MirrorConfig *m, const char *param)
 
 	if (m->nkeys == 1)
 		return psprintf("%s > %s::%s", column_sql(m->relid, m->key_attnums[0]), param,
-						key_type_sql(m->key_types[0]));
+						key_param_type_sql(m));
 	return psprintf("(%s) > (%s)", key_columns_sql(m), key_parts_sql(m, id));
 }
 

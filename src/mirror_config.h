@@ -137,7 +137,7 @@ extern char *mirror_id_text_sql(MirrorConfig *m);
 extern char *mirror_key_in_sql(MirrorConfig *m, const char *param);
 /*
  * The id text param as values of the key columns' base types (domains stripped): an error
- * when no value of those types has that text.
+ * when no value of those types has that text. Every key parameter is compared as such.
  */
 extern char *mirror_key_cast_sql(MirrorConfig *m, const char *param);
 extern char *mirror_key_eq_sql(MirrorConfig *m, const char *param);

@@ -25,7 +25,8 @@ typedef struct SyncRecord
 /*
  * What a batch may hold of embeddings, documents and metadata (a request is at most
  * CHROMA_MAX_BODY_BYTES anyway): 500 rows of 2 MB documents are read a few at a time,
- * not a gigabyte at once. A row larger than this alone is still read, alone.
+ * not a gigabyte at once. A row larger than this alone is still read, alone. The worker's
+ * batches in flight share it (Batch.budget).
  */
 #define SYNC_BATCH_BYTES ((size_t) 32 * 1024 * 1024)
 
@@ -39,7 +40,8 @@ typedef struct Batch
 	List	   *new_keys;		/* metadata keys seen for the first time */
 	char	   *last_key;		/* backfill: watermark after this page */
 	char	   *page_after;		/* backfill: the watermark the page was read after */
-	bool		budget_cut;		/* rows were left for the next batch (SYNC_BATCH_BYTES) */
+	bool		budget_cut;		/* rows were left for the next batch (the byte budget) */
+	size_t		budget;			/* its byte budget (0: SYNC_BATCH_BYTES) */
 	size_t		bytes;			/* what the records read so far hold */
 	int			rows_read;
 } Batch;

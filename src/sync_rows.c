@@ -246,7 +246,7 @@ record_bytes(Batch *b, SyncRecord *r)
 static bool
 budget_spent(Batch *b)
 {
-	return b->bytes >= SYNC_BATCH_BYTES;
+	return b->bytes >= (b->budget > 0 ? b->budget : SYNC_BATCH_BYTES);
 }
 
 typedef struct ReadRowsArgs
@@ -430,9 +430,9 @@ key_cast_once(void *arg)
 /*
  * Whether key can be a key of the mirror's table at all: a key handed over by an earlier
  * mirror of the collection (chroma_sync.resend_collection) may be another table's. Only a
- * data exception of the base type's input says no: a domain's check, a missing privilege
- * or anything else says nothing of the key, and the row fails instead of being deleted
- * (red-team TAP 950, 953).
+ * data exception of the base type's input says no (keys are compared as base types, so a
+ * domain's check never fails a read); anything else (a missing privilege) says nothing of
+ * the key, and the row fails instead of being deleted (red-team TAP 285, 288).
  */
 static bool
 key_castable(MirrorConfig *m, const char *key, MemoryContext ctx)
