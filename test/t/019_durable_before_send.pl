@@ -12,7 +12,10 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 
 my $coll = 'cs_t019';
-my $node = new_node('durable', conf => "wal_writer_delay = 10s\nwal_writer_flush_after = 0\nrestart_after_crash = on\n");
+# (an immediate stop while a request is unanswered makes the next worker wait one request
+# timeout before it sends: 5 s here, within the 30 s each round waits)
+my $node = new_node('durable',
+	conf => "wal_writer_delay = 10s\nwal_writer_flush_after = 0\nrestart_after_crash = on\nchroma_sync.timeout = 5000\n");
 
 $node->safe_psql('postgres', 'CREATE TABLE d (id int PRIMARY KEY, embedding real[])');
 $node->safe_psql('postgres', 'INSERT INTO d VALUES (1, ARRAY[1, 2, 3])');

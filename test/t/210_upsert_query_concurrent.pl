@@ -215,7 +215,7 @@ collection_is(expected('SELECT * FROM src'), '1 in flight');
 is($state, '22023', 'max_concurrent_requests is at most 10');
 ($state) = timed(q{SET chroma_sync.max_concurrent_requests = 0});
 is($state, '22023', 'max_concurrent_requests is at least 1');
-is($node->safe_psql('postgres', 'SHOW chroma_sync.max_concurrent_requests'), '1', 'the default is 1 (one request at a time until more in flight is measured faster)');
+is($node->safe_psql('postgres', 'SHOW chroma_sync.max_concurrent_requests'), '4', 'the default is 4 (Chroma Cloud allows 10 concurrent writes per collection)');
 
 fresh_collection($node, $coll);
 finish($node, $log0);
