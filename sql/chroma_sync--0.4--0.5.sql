@@ -21,9 +21,9 @@ REVOKE ALL ON chroma_sync.resend FROM PUBLIC;
 -- request cannot outlive what that mirror sends (the time passing proves nothing: the
 -- late write may have landed while no mirror wrote the collection, so they are kept until
 -- taken). A key that cannot be a key of the taking mirror's table is no row of it: its id
--- is deleted. They are dropped with the collection: by chroma_delete_collection of its
--- name, or when a mirror is created into a collection of that name with another id (the
--- one they were kept for no longer exists).
+-- is deleted. They are dropped with the collection: by chroma_delete_collection, or by the
+-- worker once Chroma answers that no collection has that id (chroma_unmirror with
+-- drop_collection keeps them too: the drop at commit may fail).
 CREATE TABLE chroma_sync.resend_collection (
 	collection_id uuid NOT NULL,
 	key text COLLATE pg_catalog."C" NOT NULL,

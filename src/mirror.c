@@ -59,6 +59,7 @@ PG_FUNCTION_INFO_V1(chroma_retry_failed);
 typedef struct PendingDrop
 {
 	char	   *name;
+	char	   *id;				/* the mirror's collection (NULL: not known) */
 	int			level;			/* subtransaction nest level that asked */
 } PendingDrop;
 
@@ -643,15 +644,34 @@ chroma_mirror(PG_FUNCTION_ARGS)
 	PG_RETURN_DATUM(DirectFunctionCall1(uuid_in, CStringGetDatum(coll.id)));
 }
 
-/* The transaction has committed: failures can only be reported. */
+/*
+ * The transaction has committed: failures can only be reported. Only the mirror's own
+ * collection is dropped: the name may have been given to another collection since (a
+ * rename), which may be another role's (red-team TAP 297).
+ */
 static void
-drop_one_collection(const char *name)
+drop_one_collection(const char *name, const char *id)
 {
 	MemoryContext ctx = CurrentMemoryContext;
 
 	PG_TRY();
 	{
-		chroma_api_delete_collection(name, true);
+		ChromaCollection coll;
+
+		if (id == NULL)
+			chroma_api_delete_collection(name, true);
+		else if (chroma_api_get_collection_id(name, &coll, true))
+		{
+			if (pg_strcasecmp(coll.id, id) == 0)
+				chroma_api_delete_collection(name, true);
+			else
+				ereport(WARNING,
+						(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+						 errmsg("Chroma collection \"%s\" was not dropped: it is not the mirror's collection", name),
+						 errdetail("The mirror wrote collection %s; the name now names collection %s (renamed?).",
+								   id, coll.id),
+						 errhint("Drop the mirror's collection under its new name with chroma_delete_collection().")));
+		}
 	}
 	PG_CATCH();
 	{
@@ -691,7 +711,7 @@ drop_collections_at_commit(XactEvent event, void *arg)
 	drops = drop_at_commit;
 	drop_at_commit = NIL;
 	foreach(lc, drops)
-		drop_one_collection(((PendingDrop *) lfirst(lc))->name);
+		drop_one_collection(((PendingDrop *) lfirst(lc))->name, ((PendingDrop *) lfirst(lc))->id);
 }
 
 /* A rolled-back savepoint takes back its drops; a released one hands them to its parent. */
@@ -820,7 +840,12 @@ chroma_unmirror(PG_FUNCTION_ARGS)
 	}
 	spi_exec("DELETE FROM chroma_sync.queue WHERE mirror_id = $1", 1, types, values, SPI_OK_DELETE);
 	spi_exec("DELETE FROM chroma_sync.failed WHERE mirror_id = $1", 1, types, values, SPI_OK_DELETE);
-	sync_unknown_forget_mirror(m->mirror_id, !drop_collection);
+	/*
+	 * Kept for the collection even when it is to be dropped: the drop at commit may fail
+	 * (a WARNING), and the collection lives on (red-team TAP 294). Keys kept for a
+	 * collection that is gone are dropped by the worker (sync_unknown_collect).
+	 */
+	sync_unknown_forget_mirror(m->mirror_id, true);
 	spi_exec("DELETE FROM chroma_sync.mirror WHERE mirror_id = $1", 1, types, values, SPI_OK_DELETE);
 	SPI_finish();
 	chroma_restore_user(&su);
@@ -840,6 +865,7 @@ chroma_unmirror(PG_FUNCTION_ARGS)
 		}
 		d = palloc(sizeof(PendingDrop));
 		d->name = pstrdup(m->collection);
+		d->id = m->collection_id ? pstrdup(m->collection_id) : NULL;
 		d->level = GetCurrentTransactionNestLevel();
 		drop_at_commit = lappend(drop_at_commit, d);
 		MemoryContextSwitchTo(old);
@@ -1247,6 +1273,8 @@ chroma_adopt(PG_FUNCTION_ARGS)
 		/* keys queued with the attnums of another table (a restored copy): the backfill sends all */
 		spi_exec("DELETE FROM chroma_sync.queue WHERE mirror_id = $1", 1, types, values, SPI_OK_DELETE);
 	}
+	/* the late requests of the mirrors it takes the collection from (red-team TAP 293) */
+	sync_unknown_adopt_collection(m->mirror_id);
 	mirror_columns_store(m);	/* the attnums of this table */
 	/* pg_depend is not dumped: the copy's trigger depends on what this binding refers to */
 	if (filter_node != NULL)

@@ -384,6 +384,16 @@ flight_new(void)
 	return f;
 }
 
+/*
+ * A batch's byte budget: the requests in flight share SYNC_BATCH_BYTES, so that the
+ * worker's memory does not grow with chroma_sync.max_concurrent_requests (TAP 033).
+ */
+static size_t
+flight_budget(Pipeline *p)
+{
+	return SYNC_BATCH_BYTES / (size_t) Max(1, p->max_inflight);
+}
+
 static void
 flight_free(Flight *f)
 {
@@ -804,6 +814,7 @@ read_drain_batch(Pipeline *p, Flight *f)
 	Datum		excluded;
 
 	b->dim = m->dimension;
+	b->budget = flight_budget(p);
 	sync_begin_txn();
 	excluded = inflight_qids(p, after);
 	{
@@ -947,6 +958,7 @@ read_backfill_batch(Pipeline *p, Flight *f, const char *after, int limit)
 	uint64		n;
 
 	b->dim = m->dimension;
+	b->budget = flight_budget(p);
 	sync_begin_txn();
 	table = mirror_table_sql(m);
 	if (!lock_table_or_skip(p))
@@ -1345,6 +1357,16 @@ reconcile(MirrorConfig *m, MirrorState *st, TimestampTz *wake_at, const char *la
 	return true;
 }
 
+/* Whether Chroma has a collection of that id (false also when it cannot tell). */
+static bool
+collection_id_exists(const char *collection_id)
+{
+	ChromaResponse resp;
+
+	chroma_call("GET", chroma_records_url(collection_id, "count"), NULL, 0, &resp);
+	return resp.kind == CHROMA_OK;
+}
+
 /* Makes sure the mirror knows its collection's id (after a 404 it is looked up again). */
 static bool
 ensure_collection(MirrorConfig *m, MirrorState *st, TimestampTz *wake_at)
@@ -1362,11 +1384,25 @@ ensure_collection(MirrorConfig *m, MirrorState *st, TimestampTz *wake_at)
 
 			st->owner_checked_at = GetCurrentTimestamp();
 			if (chroma_api_get_collection(m->collection, &coll, true) &&
-				strcmp(coll.id, m->collection_id) == 0 &&
-				(owner = ownership_of(&coll)) != NULL && strcmp(owner, mine) != 0)
+				pg_strcasecmp(coll.id, m->collection_id) == 0)
 			{
-				record_error(m, psprintf("collection \"%s\" was adopted by another mirror (owner %s); "
-										 "this mirror is paused", m->collection, owner), true);
+				if ((owner = ownership_of(&coll)) != NULL && strcmp(owner, mine) != 0)
+				{
+					record_error(m, psprintf("collection \"%s\" was adopted by another mirror (owner %s); "
+											 "this mirror is paused", m->collection, owner), true);
+					return false;
+				}
+			}
+			else if (collection_id_exists(m->collection_id))
+			{
+				/*
+				 * Its name names another collection or none, yet the collection is there:
+				 * renamed. Its owner cannot be checked by name any more, and another
+				 * mirror may write it under the new name (red-team TAP 296).
+				 */
+				record_error(m, psprintf("collection \"%s\" (id %s) has another name now (renamed?); "
+										 "this mirror is paused: unmirror the table and mirror it into the "
+										 "collection's new name", m->collection, m->collection_id), true);
 				return false;
 			}
 		}

@@ -67,6 +67,8 @@ extern void sync_unknown_requeue(MirrorState *st);
 /* Drops a removed mirror's keys (in a transaction, SPI connected). */
 extern void sync_unknown_forget_mirror(int mirror_id, bool keep_for_collection);
 extern void sync_unknown_adopt_collection(int mirror_id);
+/* Drops the keys kept for collections that are gone (worker, outside a transaction). */
+extern void sync_unknown_collect(void);
 /* Whether keys are kept for a collection of that name (connects SPI itself). */
 extern bool sync_unknown_kept_for_name(const char *name);
 /* Drops the keys kept for the collection, deleted (SPI connected). */

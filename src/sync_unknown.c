@@ -18,9 +18,11 @@
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
+#include "utils/timestamp.h"
 #include "nodes/value.h"
 #include "parser/parse_func.h"
 
+#include "chroma_api.h"
 #include "chroma_sync.h"
 #include "shared.h"
 #include "sync.h"
@@ -82,6 +84,23 @@ sync_unknown_persist(MirrorState *st)
 					  "FROM (SELECT DISTINCT k FROM pg_catalog.unnest($2) AS u(k)) AS d "
 					  "ON CONFLICT (mirror_id, key) DO UPDATE SET not_before = excluded.not_before",
 					  3, types, values, NULL, SPI_OK_INSERT);
+
+			/*
+			 * The collection's other mirrors get a copy: one that took the collection over
+			 * while the request was in flight writes it now, and this mirror pauses
+			 * (red-team TAP 292).
+			 */
+			sync_exec("INSERT INTO chroma_sync.resend (mirror_id, key, not_before) "
+					  "SELECT o.mirror_id, r.key, r.not_before FROM chroma_sync.resend r "
+					  "JOIN chroma_sync.mirror m ON m.mirror_id OPERATOR(pg_catalog.=) r.mirror_id "
+					  "JOIN chroma_sync.mirror o ON o.collection_id OPERATOR(pg_catalog.=) m.collection_id "
+					  "AND o.mirror_id OPERATOR(pg_catalog.<>) m.mirror_id "
+					  "WHERE r.mirror_id OPERATOR(pg_catalog.=) $1 AND r.key OPERATOR(pg_catalog.=) ANY ($2) "
+					  "ON CONFLICT (mirror_id, key) DO UPDATE SET not_before = "
+					  "GREATEST(chroma_sync.resend.not_before, excluded.not_before)",
+					  2, types, values, NULL, SPI_OK_INSERT);
+			if (SPI_processed > 0)
+				handovers++;
 
 			/*
 			 * A request that ended after its mirror was removed (chroma_unmirror stopped
@@ -244,8 +263,7 @@ sync_unknown_forget_mirror(int mirror_id, bool keep_for_collection)
  * outcome, whatever their time (inside a transaction, SPI connected, after the mirror's
  * row is inserted). Those already due are queued at its first step. It also gets a copy
  * of the keys of the other mirrors of the collection: one it takes over pauses and would
- * never send them (red-team TAP 951). Keys kept for another collection of the same name
- * are dropped: that collection no longer exists (red-team TAP 954).
+ * never send them (red-team TAP 286).
  */
 void
 sync_unknown_adopt_collection(int mirror_id)
@@ -255,12 +273,6 @@ sync_unknown_adopt_collection(int mirror_id)
 
 	if (!resend_table_exists() || !hand_over_exists())
 		return;
-	if (SPI_execute_with_args("DELETE FROM chroma_sync.resend_collection k "
-							  "USING chroma_sync.mirror m WHERE m.mirror_id OPERATOR(pg_catalog.=) $1 "
-							  "AND k.collection OPERATOR(pg_catalog.=) m.collection "
-							  "AND k.collection_id OPERATOR(pg_catalog.<>) m.collection_id",
-							  1, types, values, NULL, false, 0) != SPI_OK_DELETE)
-		elog(ERROR, "could not delete from chroma_sync.resend_collection");
 	if (SPI_execute_with_args("WITH kept AS (DELETE FROM chroma_sync.resend_collection k "
 							  "USING chroma_sync.mirror m WHERE m.mirror_id OPERATOR(pg_catalog.=) $1 "
 							  "AND k.collection_id OPERATOR(pg_catalog.=) m.collection_id "
@@ -324,4 +336,85 @@ sync_unknown_forget_collection(const char *collection_id)
 							  "WHERE collection_id OPERATOR(pg_catalog.=) $1::pg_catalog.uuid",
 							  1, types, values, NULL, false, 0) != SPI_OK_DELETE)
 		elog(ERROR, "could not delete from chroma_sync.resend_collection");
+}
+
+/* How often the worker looks for keys kept for collections that are gone. */
+#define COLLECT_EVERY_MS 5000
+
+/*
+ * Drops the keys kept for collections (chroma_sync.resend_collection) that no longer
+ * exist: Chroma answers 404 for their id, so no late request can land in them (call
+ * outside a transaction; at most every COLLECT_EVERY_MS). Such keys are left by
+ * chroma_unmirror(drop_collection => true), which keeps them in case the drop at commit
+ * fails (red-team TAP 294), by a collection deleted outside the extension, and by a
+ * request that ends after its mirror and collection were removed (TAP 289).
+ */
+void
+sync_unknown_collect(void)
+{
+	static TimestampTz last = 0;
+	TimestampTz now = GetCurrentTimestamp();
+	MemoryContext caller = CurrentMemoryContext;
+	List	   *ids = NIL;
+	List	   *gone = NIL;
+	ListCell   *lc;
+
+	if (last != 0 && !TimestampDifferenceExceeds(last, now, COLLECT_EVERY_MS))
+		return;
+	last = now;
+	PG_TRY();
+	{
+		sync_begin_txn();
+		if (resend_table_exists() && hand_over_exists())
+		{
+			sync_exec("SELECT DISTINCT k.collection_id::pg_catalog.text FROM chroma_sync.resend_collection k "
+					  "WHERE NOT EXISTS (SELECT 1 FROM chroma_sync.mirror m "
+					  "WHERE m.collection_id OPERATOR(pg_catalog.=) k.collection_id) LIMIT 20",
+					  0, NULL, NULL, NULL, SPI_OK_SELECT);
+			for (uint64 i = 0; i < SPI_processed; i++)
+			{
+				char	   *id = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1);
+				MemoryContext old = MemoryContextSwitchTo(caller);
+
+				ids = lappend(ids, pstrdup(id));
+				MemoryContextSwitchTo(old);
+			}
+		}
+		sync_end_txn();
+		foreach(lc, ids)
+		{
+			ChromaResponse resp;
+			char	   *id = (char *) lfirst(lc);
+
+			chroma_call("GET", chroma_records_url(id, "count"), NULL, 0, &resp);
+			/* a 404 that says so: not a proxy's page for a wrong URL */
+			if (resp.kind == CHROMA_FATAL && resp.http.status == 404 && resp.http.body.len > 0 &&
+				(strstr(resp.http.body.data, "NotFound") != NULL ||
+				 strstr(resp.http.body.data, "does not exist") != NULL))
+				gone = lappend(gone, id);
+		}
+		if (gone != NIL)
+		{
+			Oid			types[1] = {TEXTARRAYOID};
+			Datum		values[1];
+
+			sync_begin_txn();
+			values[0] = sync_text_array(gone);
+			sync_exec("DELETE FROM chroma_sync.resend_collection "
+					  "WHERE collection_id OPERATOR(pg_catalog.=) ANY ($1::pg_catalog.uuid[])",
+					  1, types, values, NULL, SPI_OK_DELETE);
+			sync_end_txn();
+			elog(DEBUG1, "chroma_sync: dropped the keys kept for %d collections that are gone",
+				 list_length(gone));
+		}
+	}
+	PG_CATCH();
+	{
+		MemoryContextSwitchTo(caller);
+		EmitErrorReport();
+		FlushErrorState();
+		AbortOutOfAnyTransaction();
+	}
+	PG_END_TRY();
+	MemoryContextSwitchTo(caller);
 }

@@ -852,7 +852,10 @@ chroma_worker_main(Datum arg)
 		LWLockRelease(chroma_shared->lock);
 		mirrors = load_mirrors(&have_extension);
 		if (have_extension)
+		{
 			persist_removed_mirrors(mirrors);
+			sync_unknown_collect();
+		}
 		if (!have_extension || mirrors == NIL)
 		{
 			/*

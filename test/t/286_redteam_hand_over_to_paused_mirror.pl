@@ -5,7 +5,7 @@
 # either, so the mirror that next writes the collection (the same table mirrored again)
 # does not take them, and the late write of the 504ed request outlives what it sent.
 #
-# Sequence: timeout 8 s, late_proxy 'upsert' (504 at once, forwarded when a file appears);
+# Sequence: timeout 20 s, late_proxy 'upsert' (504 at once, forwarded when a file appears);
 # table a rows 1..5 synced into the collection; table b (same rows, id 1 state 2) mirrored
 # into it with adopt => true; chroma_pause('a'); arm; UPDATE b id 1 to state 3 -> 504 (key
 # in resend of b); chroma_unmirror('b') (collection kept); UPDATE b id 1 to state 4;
@@ -32,7 +32,7 @@ my $pport = start_proxy('late_proxy.pl', $dir, $arm, $release, 'upsert');
 
 my $coll = 'cs_t286';
 my $node = new_node('t286',
-	conf => "chroma_sync.url = 'http://127.0.0.1:$pport'\nchroma_sync.timeout = 8000\n");
+	conf => "chroma_sync.url = 'http://127.0.0.1:$pport'\nchroma_sync.timeout = 20000\n");
 my $log0 = log_offset($node);
 sub q1 { return $node->safe_psql('postgres', $_[0]); }
 sub emb { return q1("SELECT embedding::text FROM chroma_get('$coll', ARRAY['1'])"); }
