@@ -56,7 +56,7 @@ open(my $fh, '>', $arm) or die;
 close($fh);
 q1('UPDATE b SET embedding = ARRAY[3, 3, 3] WHERE id = 1');
 ok(wait_for('the 504', 20, sub { !-e $arm }), 'the upsert of state 3 got its 504');
-ok(wait_for('its key in resend', 20, sub { q1('SELECT count(*) FROM chroma_sync.resend') eq '1' }),
+ok(wait_for('its key in resend', 20, sub { q1(q{SELECT count(*) FROM chroma_sync.resend r JOIN chroma_sync.mirror m USING (mirror_id) WHERE m.source = 'b'::regclass}) eq '1' }),
 	'key 1 waits in chroma_sync.resend');
 q1("SELECT chroma_unmirror('b')");
 diag('resend after unmirror: ' . q1(q{SELECT coalesce(string_agg(m.source::text || ':' || r.key, ','), 'none') FROM chroma_sync.resend r JOIN chroma_sync.mirror m USING (mirror_id)}));
