@@ -659,6 +659,16 @@ chroma_api_get_collection_id(const char *name, ChromaCollection *out, bool missi
 	return true;
 }
 
+/* Whether Chroma has a collection of that id (false also when it cannot tell). */
+bool
+chroma_api_collection_id_exists(const char *collection_id)
+{
+	ChromaResponse resp;
+
+	chroma_call("GET", chroma_records_url(collection_id, "count"), NULL, 0, &resp);
+	return resp.kind == CHROMA_OK;
+}
+
 /* A jsonb argument as JSON text in UTF-8, for a request body. */
 static void
 append_jsonb_utf8(StringInfo s, Jsonb *j)

@@ -85,6 +85,8 @@ extern void chroma_check_collection_name(const char *name);
 extern bool chroma_api_get_collection(const char *name, ChromaCollection *out, bool missing_ok);
 /* The same, with the id, name and dimension only (metadata, configuration NULL). */
 extern bool chroma_api_get_collection_id(const char *name, ChromaCollection *out, bool missing_ok);
+/* Whether Chroma has a collection of that id (false also when it cannot tell). */
+extern bool chroma_api_collection_id_exists(const char *collection_id);
 extern void chroma_api_modify_collection(const char *id, const char *new_name, Jsonb *new_metadata,
 										 Jsonb *new_configuration);
 /* configuration (checked by chroma_check_configuration) wins over space; both may be NULL */

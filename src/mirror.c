@@ -672,6 +672,13 @@ drop_one_collection(const char *name, const char *id)
 								   id, coll.id),
 						 errhint("Drop the mirror's collection under its new name with chroma_delete_collection().")));
 		}
+		else if (chroma_api_collection_id_exists(id))
+			ereport(WARNING,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("Chroma collection \"%s\" was not dropped: it has another name now", name),
+					 errdetail("The mirror wrote collection %s, which no collection named \"%s\" is any more (renamed?).",
+							   id, name),
+					 errhint("Drop it under its new name with chroma_delete_collection().")));
 	}
 	PG_CATCH();
 	{

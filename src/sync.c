@@ -466,11 +466,21 @@ flights_overlap(Flight *a, Flight *b)
 	return false;
 }
 
-/* Whether f may begin now: a request slot is free and no flight holds one of its keys. */
+/*
+ * Whether f may begin now: a request slot is free, no flight holds one of its keys, and
+ * the flights' records stay within SYNC_BATCH_BYTES (a row larger than a flight's share of
+ * it is read alone: ten such rows must not be in flight at once, red-team TAP 299).
+ */
 static bool
 may_begin(Pipeline *p, Flight *f)
 {
+	size_t		bytes = f->b.bytes;
+
 	if (p->ninflight >= p->max_inflight)
+		return false;
+	for (int i = 0; i < p->ninflight; i++)
+		bytes += p->inflight[i]->b.bytes;
+	if (p->ninflight > 0 && bytes > SYNC_BATCH_BYTES)
 		return false;
 	for (int i = 0; i < p->ninflight; i++)
 	{
@@ -1357,16 +1367,6 @@ reconcile(MirrorConfig *m, MirrorState *st, TimestampTz *wake_at, const char *la
 	return true;
 }
 
-/* Whether Chroma has a collection of that id (false also when it cannot tell). */
-static bool
-collection_id_exists(const char *collection_id)
-{
-	ChromaResponse resp;
-
-	chroma_call("GET", chroma_records_url(collection_id, "count"), NULL, 0, &resp);
-	return resp.kind == CHROMA_OK;
-}
-
 /* Makes sure the mirror knows its collection's id (after a 404 it is looked up again). */
 static bool
 ensure_collection(MirrorConfig *m, MirrorState *st, TimestampTz *wake_at)
@@ -1393,7 +1393,7 @@ ensure_collection(MirrorConfig *m, MirrorState *st, TimestampTz *wake_at)
 					return false;
 				}
 			}
-			else if (collection_id_exists(m->collection_id))
+			else if (chroma_api_collection_id_exists(m->collection_id))
 			{
 				/*
 				 * Its name names another collection or none, yet the collection is there:

@@ -338,8 +338,13 @@ sync_unknown_forget_collection(const char *collection_id)
 		elog(ERROR, "could not delete from chroma_sync.resend_collection");
 }
 
-/* How often the worker looks for keys kept for collections that are gone. */
+/* How often the worker looks for keys kept for collections that are gone, and for how many. */
 #define COLLECT_EVERY_MS 5000
+#define COLLECT_PER_ROUND 20
+#define COLLECT_FIRST "00000000-0000-0000-0000-000000000000"
+
+/* The last collection id looked at (the next round starts after it). */
+static char cursor[40] = COLLECT_FIRST;
 
 /*
  * Drops the keys kept for collections (chroma_sync.resend_collection) that no longer
@@ -367,10 +372,18 @@ sync_unknown_collect(void)
 		sync_begin_txn();
 		if (resend_table_exists() && hand_over_exists())
 		{
-			sync_exec("SELECT DISTINCT k.collection_id::pg_catalog.text FROM chroma_sync.resend_collection k "
-					  "WHERE NOT EXISTS (SELECT 1 FROM chroma_sync.mirror m "
-					  "WHERE m.collection_id OPERATOR(pg_catalog.=) k.collection_id) LIMIT 20",
-					  0, NULL, NULL, NULL, SPI_OK_SELECT);
+			Oid			types[1] = {TEXTOID};
+			Datum		values[1] = {CStringGetTextDatum(cursor)};
+
+			/* COLLECT_PER_ROUND ids after the last one looked at: each is reached in turn */
+			sync_exec("SELECT DISTINCT k.collection_id FROM chroma_sync.resend_collection k "
+					  "WHERE k.collection_id OPERATOR(pg_catalog.>) $1::pg_catalog.uuid "
+					  "AND NOT EXISTS (SELECT 1 FROM chroma_sync.mirror m "
+					  "WHERE m.collection_id OPERATOR(pg_catalog.=) k.collection_id) "
+					  "ORDER BY k.collection_id LIMIT " CppAsString2(COLLECT_PER_ROUND),
+					  1, types, values, NULL, SPI_OK_SELECT);
+			if (SPI_processed < COLLECT_PER_ROUND)
+				strlcpy(cursor, COLLECT_FIRST, sizeof(cursor));
 			for (uint64 i = 0; i < SPI_processed; i++)
 			{
 				char	   *id = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1);
@@ -378,6 +391,8 @@ sync_unknown_collect(void)
 
 				ids = lappend(ids, pstrdup(id));
 				MemoryContextSwitchTo(old);
+				if (SPI_processed == COLLECT_PER_ROUND)
+					strlcpy(cursor, id, sizeof(cursor));
 			}
 		}
 		sync_end_txn();
@@ -392,6 +407,8 @@ sync_unknown_collect(void)
 				(strstr(resp.http.body.data, "NotFound") != NULL ||
 				 strstr(resp.http.body.data, "does not exist") != NULL))
 				gone = lappend(gone, id);
+			else if (resp.kind != CHROMA_OK)
+				break;			/* Chroma cannot tell now: the mirrors are not kept waiting */
 		}
 		if (gone != NIL)
 		{

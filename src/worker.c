@@ -748,6 +748,7 @@ chroma_worker_main(Datum arg)
 	TimestampTz idle_since = 0;		/* since when no mirror was found */
 	TimestampTz unsettled;		/* nothing is sent before (unsettled.c) */
 	bool		timeline_checked = false;
+	uint64		owners_generation = 0;
 
 	pqsignal(SIGTERM, die);
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
@@ -768,6 +769,16 @@ chroma_worker_main(Datum arg)
 	 */
 	(void) set_config_option("synchronous_commit", "off", PGC_USERSET, PGC_S_SESSION,
 							 GUC_ACTION_SET, true, 0, false);
+
+	/*
+	 * Chroma's answers are UTF-8 and are converted outside transactions too: with UTF-8 as
+	 * the worker's client encoding, that conversion is the cached one (in a LATIN1
+	 * database no mirror synced before, red-team TAP 302). Looked up in a transaction.
+	 */
+	StartTransactionCommand();
+	(void) set_config_option("client_encoding", "UTF8", PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SET, true, 0, false);
+	CommitTransactionCommand();
 
 	/* exactly one worker per database: claim the slot or leave */
 	LWLockAcquire(chroma_shared->lock, LW_EXCLUSIVE);
@@ -855,6 +866,19 @@ chroma_worker_main(Datum arg)
 		{
 			persist_removed_mirrors(mirrors);
 			sync_unknown_collect();
+		}
+		if (chroma_config_generation() != owners_generation)
+		{
+			ListCell   *sc;
+
+			/*
+			 * A mirror made, adopted or resumed in this database may have taken a
+			 * collection over: every mirror checks its collection's owner before it
+			 * writes again, not up to a minute later (red-team TAP 301).
+			 */
+			owners_generation = chroma_config_generation();
+			foreach(sc, states)
+				((MirrorState *) lfirst(sc))->owner_checked_at = 0;
 		}
 		if (!have_extension || mirrors == NIL)
 		{
