@@ -777,7 +777,7 @@ chroma_worker_main(Datum arg)
 	 */
 	StartTransactionCommand();
 	(void) set_config_option("client_encoding", "UTF8", PGC_USERSET, PGC_S_SESSION,
-							 GUC_ACTION_SET, true, 0, false);
+							 GUC_ACTION_SET, true, WARNING, false);
 	CommitTransactionCommand();
 
 	/* exactly one worker per database: claim the slot or leave */
