@@ -46,9 +46,9 @@ ok(wait_for('the held upsert', 20, sub { !-e $arm }), 'the upsert is held (in fl
 q1('DROP TABLE d');
 is(q1('SELECT count(*) FROM chroma_sync.mirror'), '0', 'the dropped table\'s mirror is gone');
 is(q1("SELECT chroma_delete_collection('$coll')"), 't', 'the collection is deleted');
-ok(wait_for('the key handed to the collection', 30, sub {
-	q1('SELECT (SELECT count(*) FROM chroma_sync.resend) + (SELECT count(*) FROM chroma_sync.resend_collection)') ne '0' }),
-	'the request timed out and its key was handed on');
+# the held request times out (8 s) and the worker hands its key on; it may drop it at once
+# (the collection is gone), so only the end is checked
+sleep(10);
 open($fh, '>', $release) or die;
 close($fh);
 ok(wait_for('the late write', 30, sub { -e "$release.done" }), 'the held request was tried (collection gone)');
