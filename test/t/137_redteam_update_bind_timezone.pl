@@ -38,9 +38,12 @@ CREATE TABLE public.dt (id int PRIMARY KEY, embedding real[], ts timestamptz);
 -- 20:00 UTC on March 3 to 05:00 UTC on March 4, hourly
 INSERT INTO public.dt SELECT g, ARRAY[g, 1]::real[], timestamptz '2024-03-03 20:00+00' + g * interval '1 hour'
 	FROM generate_series(0, 9) g;
+-- one transaction: the worker never sees the mirror before its filter is 0.4's text
+BEGIN;
 SELECT chroma_mirror('public.dt', collection => 'cs_t137', filter => $$ts >= '2024-03-04 00:00'$$);
 -- as 0.4 stored it: the text as written
 UPDATE chroma_sync.mirror SET filter = $$ts >= '2024-03-04 00:00'$$;
+COMMIT;
 });
 is($node->safe_psql('postgres', q{SELECT chroma_flush('public.dt', interval '60 seconds')}, timeout => 90), 't',
 	'the 0.4 mirror flushes');
