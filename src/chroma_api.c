@@ -515,14 +515,16 @@ chroma_parse_collection(Jsonb *obj, ChromaCollection *out)
 				 errmsg("Chroma sent a collection without an id")));
 }
 
-bool
-chroma_api_get_collection(const char *name, ChromaCollection *out, bool missing_ok)
+/*
+ * GET of the collection named name into resp: false when it does not exist and
+ * missing_ok, an error when it does not exist otherwise or the request failed.
+ */
+static bool
+fetch_collection(const char *name, ChromaResponse *resp, bool missing_ok)
 {
-	ChromaResponse resp;
-
 	chroma_check_collection_name(name);
-	chroma_call("GET", psprintf("%s/%s", chroma_collections_url(), name), NULL, 0, &resp);
-	if (resp.kind == CHROMA_FATAL && resp.http.status == 404)
+	chroma_call("GET", psprintf("%s/%s", chroma_collections_url(), name), NULL, 0, resp);
+	if (resp->kind == CHROMA_FATAL && resp->http.status == 404)
 	{
 		if (missing_ok)
 			return false;
@@ -531,8 +533,18 @@ chroma_api_get_collection(const char *name, ChromaCollection *out, bool missing_
 				 errmsg("Chroma collection \"%s\" does not exist", name),
 				 errhint("Create it with chroma_create_collection().")));
 	}
-	if (resp.kind != CHROMA_OK)
-		chroma_raise(&resp, psprintf("get collection \"%s\"", name));
+	if (resp->kind != CHROMA_OK)
+		chroma_raise(resp, psprintf("get collection \"%s\"", name));
+	return true;
+}
+
+bool
+chroma_api_get_collection(const char *name, ChromaCollection *out, bool missing_ok)
+{
+	ChromaResponse resp;
+
+	if (!fetch_collection(name, &resp, missing_ok))
+		return false;
 	chroma_parse_collection(chroma_parse_body(&resp, "get a collection"), out);
 	return true;
 }
@@ -634,39 +646,43 @@ chroma_api_get_collection_id(const char *name, ChromaCollection *out, bool missi
 {
 	ChromaResponse resp;
 
+	if (!fetch_collection(name, &resp, missing_ok))
+		return false;
 	if (GetDatabaseEncoding() == PG_UTF8)
 	{
-		if (!chroma_api_get_collection(name, out, missing_ok))
-			return false;
+		chroma_parse_collection(chroma_parse_body(&resp, "get a collection"), out);
 		out->metadata = NULL;
 		out->configuration = NULL;
-		return true;
 	}
-	chroma_check_collection_name(name);
-	chroma_call("GET", psprintf("%s/%s", chroma_collections_url(), name), NULL, 0, &resp);
-	if (resp.kind == CHROMA_FATAL && resp.http.status == 404)
-	{
-		if (missing_ok)
-			return false;
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_OBJECT),
-				 errmsg("Chroma collection \"%s\" does not exist", name),
-				 errhint("Create it with chroma_create_collection().")));
-	}
-	if (resp.kind != CHROMA_OK)
-		chroma_raise(&resp, psprintf("get collection \"%s\"", name));
-	parse_collection_fields(&resp, name, out);
+	else
+		parse_collection_fields(&resp, name, out);
 	return true;
+}
+
+/*
+ * Whether Chroma has a collection of that id: a count of its records answered, or a 404
+ * that says so (not a proxy's page for a wrong URL); anything else cannot tell.
+ */
+ChromaIdState
+chroma_api_collection_id_state(const char *collection_id)
+{
+	ChromaResponse resp;
+
+	chroma_call("GET", chroma_records_url(collection_id, "count"), NULL, 0, &resp);
+	if (resp.kind == CHROMA_OK)
+		return CHROMA_ID_EXISTS;
+	if (resp.kind == CHROMA_FATAL && resp.http.status == 404 && resp.http.body.len > 0 &&
+		(strstr(resp.http.body.data, "NotFound") != NULL ||
+		 strstr(resp.http.body.data, "does not exist") != NULL))
+		return CHROMA_ID_GONE;
+	return CHROMA_ID_UNKNOWN;
 }
 
 /* Whether Chroma has a collection of that id (false also when it cannot tell). */
 bool
 chroma_api_collection_id_exists(const char *collection_id)
 {
-	ChromaResponse resp;
-
-	chroma_call("GET", chroma_records_url(collection_id, "count"), NULL, 0, &resp);
-	return resp.kind == CHROMA_OK;
+	return chroma_api_collection_id_state(collection_id) == CHROMA_ID_EXISTS;
 }
 
 /* A jsonb argument as JSON text in UTF-8, for a request body. */

@@ -85,6 +85,14 @@ extern void chroma_check_collection_name(const char *name);
 extern bool chroma_api_get_collection(const char *name, ChromaCollection *out, bool missing_ok);
 /* The same, with the id, name and dimension only (metadata, configuration NULL). */
 extern bool chroma_api_get_collection_id(const char *name, ChromaCollection *out, bool missing_ok);
+/* Whether Chroma has a collection of that id, has none, or cannot tell now. */
+typedef enum ChromaIdState
+{
+	CHROMA_ID_EXISTS,
+	CHROMA_ID_GONE,
+	CHROMA_ID_UNKNOWN
+} ChromaIdState;
+extern ChromaIdState chroma_api_collection_id_state(const char *collection_id);
 /* Whether Chroma has a collection of that id (false also when it cannot tell). */
 extern bool chroma_api_collection_id_exists(const char *collection_id);
 extern void chroma_api_modify_collection(const char *id, const char *new_name, Jsonb *new_metadata,

@@ -5,7 +5,6 @@
 
 #include "access/xact.h"
 #include "catalog/pg_type.h"
-#include "executor/spi.h"
 #include "fmgr.h"
 #include "funcapi.h"
 #include "utils/builtins.h"
@@ -19,7 +18,6 @@
 #include "chroma_sync.h"
 #include "collection_config.h"
 #include "sync.h"
-#include "trigger.h"
 
 PG_FUNCTION_INFO_V1(chroma_server_info);
 PG_FUNCTION_INFO_V1(chroma_heartbeat);
@@ -248,7 +246,6 @@ chroma_delete_collection(PG_FUNCTION_ARGS)
 		char	   *name = text_to_cstring(PG_GETARG_TEXT_PP(0));
 		bool		missing_ok = PG_ARGISNULL(1) ? false : PG_GETARG_BOOL(1);
 		ChromaCollection coll = {0};
-		ChromaSavedUser su;
 		bool		deleted;
 
 		/*
@@ -261,14 +258,7 @@ chroma_delete_collection(PG_FUNCTION_ARGS)
 			(void) chroma_api_get_collection_id(name, &coll, true);
 		deleted = chroma_api_delete_collection(name, missing_ok);
 		if (deleted && coll.id != NULL)
-		{
-			chroma_become_extension_owner(&su);
-			if (SPI_connect() != SPI_OK_CONNECT)
-				elog(ERROR, "SPI_connect failed");
 			sync_unknown_forget_collection(coll.id);
-			SPI_finish();
-			chroma_restore_user(&su);
-		}
 		PG_RETURN_BOOL(deleted);
 	}
 }

@@ -379,15 +379,6 @@ key_id_sql(MirrorConfig *m)
 	return s.data;
 }
 
-/* Part i (from 1) of the id text `id`, as the type `type`. */
-static char *
-key_part_as_sql(const char *id, int i, Oid type)
-{
-	return psprintf("pg_catalog.replace(pg_catalog.replace((pg_catalog.string_to_array(%s, ','))[%d], "
-					"'%%2C', ','), '%%25', '%%')::%s",
-					id, i + 1, key_type_sql(type));
-}
-
 /*
  * Part i (from 1) of the id text `id`, as the key column's base type: a domain's check
  * is no part of finding a row (one added NOT VALID rejects the key of a row the table
@@ -397,7 +388,9 @@ key_part_as_sql(const char *id, int i, Oid type)
 static char *
 key_part_sql(MirrorConfig *m, const char *id, int i)
 {
-	return key_part_as_sql(id, i, getBaseType(m->key_types[i]));
+	return psprintf("pg_catalog.replace(pg_catalog.replace((pg_catalog.string_to_array(%s, ','))[%d], "
+					"'%%2C', ','), '%%25', '%%')::%s",
+					id, i + 1, key_type_sql(getBaseType(m->key_types[i])));
 }
 
 /* The key column's base type, for a parameter compared with it (see key_part_sql). */

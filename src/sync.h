@@ -71,7 +71,7 @@ extern void sync_unknown_adopt_collection(int mirror_id);
 extern void sync_unknown_collect(void);
 /* Whether keys are kept for a collection of that name (connects SPI itself). */
 extern bool sync_unknown_kept_for_name(const char *name);
-/* Drops the keys kept for the collection, deleted (SPI connected). */
+/* Drops the keys kept for the collection, deleted (connects SPI itself). */
 extern void sync_unknown_forget_collection(const char *collection_id);
 /* Notes the mirror's collection in its state (for sync_unknown_persist). */
 extern void sync_unknown_note_mirror(MirrorState *st, MirrorConfig *m);

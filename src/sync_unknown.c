@@ -321,21 +321,26 @@ sync_unknown_kept_for_name(const char *name)
 
 /*
  * The collection collection_id was deleted (chroma_delete_collection): no request to it
- * can be applied any more, so the keys kept for it are dropped (red-team TAP 287). Needs
- * the rights on chroma_sync's tables (the extension owner's), SPI connected.
+ * can be applied any more, so the keys kept for it are dropped (red-team TAP 287), as the
+ * extension's owner (SPI connected here).
  */
 void
 sync_unknown_forget_collection(const char *collection_id)
 {
+	ChromaSavedUser su;
 	Oid			types[1] = {TEXTOID};
 	Datum		values[1] = {CStringGetTextDatum(collection_id)};
 
-	if (!resend_table_exists() || !hand_over_exists())
-		return;
-	if (SPI_execute_with_args("DELETE FROM chroma_sync.resend_collection "
+	chroma_become_extension_owner(&su);
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	if (resend_table_exists() && hand_over_exists() &&
+		SPI_execute_with_args("DELETE FROM chroma_sync.resend_collection "
 							  "WHERE collection_id OPERATOR(pg_catalog.=) $1::pg_catalog.uuid",
 							  1, types, values, NULL, false, 0) != SPI_OK_DELETE)
 		elog(ERROR, "could not delete from chroma_sync.resend_collection");
+	SPI_finish();
+	chroma_restore_user(&su);
 }
 
 /* How often the worker looks for keys kept for collections that are gone, and for how many. */
@@ -398,16 +403,12 @@ sync_unknown_collect(void)
 		sync_end_txn();
 		foreach(lc, ids)
 		{
-			ChromaResponse resp;
 			char	   *id = (char *) lfirst(lc);
+			ChromaIdState state = chroma_api_collection_id_state(id);
 
-			chroma_call("GET", chroma_records_url(id, "count"), NULL, 0, &resp);
-			/* a 404 that says so: not a proxy's page for a wrong URL */
-			if (resp.kind == CHROMA_FATAL && resp.http.status == 404 && resp.http.body.len > 0 &&
-				(strstr(resp.http.body.data, "NotFound") != NULL ||
-				 strstr(resp.http.body.data, "does not exist") != NULL))
+			if (state == CHROMA_ID_GONE)
 				gone = lappend(gone, id);
-			else if (resp.kind != CHROMA_OK)
+			else if (state == CHROMA_ID_UNKNOWN)
 				break;			/* Chroma cannot tell now: the mirrors are not kept waiting */
 		}
 		if (gone != NIL)
