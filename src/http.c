@@ -47,16 +47,19 @@ struct ChromaHttpRequest
 	TimestampTz apply_deadline; /* begin + chroma_sync.timeout: the latest a server may
 								 * still apply it, if its outcome stays unknown */
 	char		errbuf[CURL_ERROR_SIZE];
+	uint64		seq;			/* the order it began in (chroma_http_abort_since) */
 };
 
 static CURLM *multi = NULL;
 static ChromaHttpRequest slots[CHROMA_HTTP_MAX_INFLIGHT];
 static bool callbacks_registered = false;
+static uint64 requests_begun = 0;
 
 /* The latest apply_deadline of a request released unsettled (0: none). */
 static TimestampTz unsettled_until = 0;
 
 chroma_http_unsettled_hook_type chroma_http_unsettled_hook = NULL;
+chroma_http_wait_hook_type chroma_http_wait_hook = NULL;
 
 static void release_slot(ChromaHttpRequest *req);
 
@@ -252,6 +255,20 @@ chroma_http_abort_all(void)
 		release_slot(&slots[i]);
 }
 
+uint64
+chroma_http_mark(void)
+{
+	return requests_begun;
+}
+
+void
+chroma_http_abort_since(uint64 mark)
+{
+	for (int i = 0; i < CHROMA_HTTP_MAX_INFLIGHT; i++)
+		if (slots[i].in_use && slots[i].seq > mark)
+			release_slot(&slots[i]);
+}
+
 static void
 collect_finished(void)
 {
@@ -364,6 +381,7 @@ chroma_http_begin(const char *method, const char *url, const char *body, size_t 
 	req->done = false;
 	req->code = CURLE_OK;
 	req->nest_level = IsTransactionState() ? GetCurrentTransactionNestLevel() : 0;
+	req->seq = ++requests_begun;
 	req->resp = NULL;
 	req->resp_len = req->resp_cap = 0;
 	req->resp_limit = chroma_max_response_bytes();
@@ -516,6 +534,13 @@ chroma_http_wait(ChromaHttpRequest *req)
 			curl_multi_poll(multi, NULL, 0, POLL_INTERVAL_MS, &numfds);
 			pgstat_report_wait_end();
 			chroma_http_pump();
+			/*
+			 * The worker's other work meanwhile: only for a request begun outside a
+			 * transaction and waited for outside one, which no abort releases
+			 */
+			if (!req->done && chroma_http_wait_hook != NULL && req->nest_level == 0 &&
+				!IsTransactionState())
+				chroma_http_wait_hook();
 		}
 		/* An abort by our progress callback means an interrupt is pending. */
 		if (req->code == CURLE_ABORTED_BY_CALLBACK)

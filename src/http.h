@@ -63,6 +63,21 @@ extern bool chroma_http_done(ChromaHttpRequest *req);
 /* Waits for the request to complete (its response is kept for chroma_http_finish). */
 extern void chroma_http_wait(ChromaHttpRequest *req);
 
+/*
+ * Called while a request begun and waited for outside a transaction is waited for
+ * (after each poll of at most 50 ms): the worker serves other mirrors meanwhile (sync.c,
+ * "lending a step's waits"). NULL in a backend.
+ */
+typedef void (*chroma_http_wait_hook_type) (void);
+extern chroma_http_wait_hook_type chroma_http_wait_hook;
+
+/*
+ * A mark of the requests begun so far; chroma_http_abort_since(mark) releases the
+ * requests begun after it (a lent step's error leaves the waiting step's requests alone).
+ */
+extern uint64 chroma_http_mark(void);
+extern void chroma_http_abort_since(uint64 mark);
+
 /* Waits for the request to complete, fills *res, releases the request. */
 extern void chroma_http_finish(ChromaHttpRequest *req, ChromaHttpResult *res);
 

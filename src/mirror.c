@@ -779,7 +779,8 @@ wait_for_inflight(int mirror_id)
 		LWLockAcquire(chroma_shared->lock, LW_SHARED);
 		for (int s = 0; s < CHROMA_MAX_DATABASES; s++)
 			if (chroma_shared->slots[s].dboid == MyDatabaseId &&
-				chroma_shared->slots[s].busy_mirror == mirror_id)
+				(chroma_shared->slots[s].busy_mirror == mirror_id ||
+				 chroma_shared->slots[s].lent_from == mirror_id))
 				busy = true;
 		LWLockRelease(chroma_shared->lock);
 		if (!busy)

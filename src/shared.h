@@ -32,6 +32,7 @@ typedef struct DbWorkerSlot
 	TimestampTz next_start;		/* not before */
 	TimestampTz started_at;
 	int			busy_mirror;	/* mirror of the step under way, 0 = none */
+	int			lent_from;		/* a step waiting while busy_mirror's lent step runs */
 	bool		wake_pending;	/* woken since the worker last looked: do not go dormant */
 	uint64		starts;			/* how often a worker was started (tests) */
 } DbWorkerSlot;

@@ -729,6 +729,134 @@ others_waiting(Pipeline *p)
 	return found;
 }
 
+/* ---- lending a step's waits ---- */
+
+/*
+ * While a step waits for a request, the worker serves other mirrors' live
+ * changes (README, "Fairness"): when a commit has woken the worker and another mirror
+ * ready to send (not paused, not in back-off, its backfill done, another collection)
+ * has changes queued, the waiting step lends its wait to a "lent step" of that mirror,
+ * round-robin among them: a drain of at most LENT_STEP_MS of reading, one request in
+ * flight, which lends nothing itself. Its requests go out beside the waiting step's, so
+ * a mirror in a long backfill, with a backlog, or writing to a slow collection does not
+ * hold the others' changes back for its whole step: at most for LENT_CHECK_MS plus the
+ * lent steps of the other mirrors. A lent step is a whole step of its own mirror, with
+ * that mirror's invariants: the waiting step's keys, queue entries and requests are
+ * another mirror's, in another collection (mirrors of one collection never lend to each
+ * other: their order is the worker's).
+ */
+#define LENT_STEP_MS 250
+#define LENT_CHECK_MS 50
+
+sync_lend_fn sync_lend_hook = NULL;
+static int *lend_ids = NULL;
+static int	nlend = 0;
+static int	lend_last = 0;		/* the mirror last lent to (round-robin) */
+static TimestampTz lend_checked = 0;
+static bool lending = false;	/* a lent step is under way */
+
+static int	lend_from = 0;		/* the mirror whose step lends */
+
+void
+sync_set_lend_to(int from, int *ids, int n)
+{
+	lend_from = from;
+	lend_ids = ids;
+	nlend = n;
+}
+
+/*
+ * Whether another mirror may have a lent step now; *id: which one. Looked for only after
+ * a commit woke the worker and at most every LENT_CHECK_MS, in a transaction of its own.
+ */
+static pg_noinline bool
+lend_candidate(int *id)
+{
+	TimestampTz now;
+	Oid			types[1] = {INT4ARRAYOID};
+	Datum		values[1];
+	Datum	   *d;
+	int			best;
+	int			after = 0;
+	int			lowest = 0;
+
+	if (sync_lend_hook == NULL || lending || nlend == 0 || !MyLatch->is_set ||
+		IsTransactionState())
+		return false;
+	now = GetCurrentTimestamp();
+	if (!TimestampDifferenceExceeds(lend_checked, now, LENT_CHECK_MS))
+		return false;
+	lend_checked = now;
+	d = palloc_array(Datum, nlend);
+	for (int i = 0; i < nlend; i++)
+		d[i] = Int32GetDatum(lend_ids[i]);
+	values[0] = PointerGetDatum(construct_array(d, nlend, INT4OID, 4, true, TYPALIGN_INT));
+	sync_begin_txn();
+	sync_exec("SELECT i FROM pg_catalog.unnest($1) AS i WHERE EXISTS "
+			  "(SELECT 1 FROM chroma_sync.queue q WHERE q.mirror_id = i)",
+			  1, types, values, NULL, SPI_OK_SELECT);
+	/* round-robin: the smallest id after the last one lent to, else the smallest */
+	for (uint64 r = 0; r < SPI_processed; r++)
+	{
+		bool		isnull;
+		int			m = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[r],
+													SPI_tuptable->tupdesc, 1, &isnull));
+
+		if (m > lend_last && (after == 0 || m < after))
+			after = m;
+		if (lowest == 0 || m < lowest)
+			lowest = m;
+	}
+	best = after != 0 ? after : lowest;
+	sync_end_txn();
+	pfree(d);
+	if (best == 0)
+		return false;
+	*id = best;
+	return true;
+}
+
+/*
+ * Called by the HTTP client while the worker waits for a request begun and waited for
+ * outside a transaction (chroma_http_wait_hook): a pipeline's oldest request, a batch
+ * sent alone, a clear, a bisection, a look at the collection. Lends the wait to one
+ * lent step when another mirror has changes waiting. The waiting step's state that
+ * lives outside it (the synchronous write being waited for, the count of transient
+ * read errors, the mirrors to yield to) is set aside meanwhile and put back after.
+ */
+void
+sync_lend_wait(void)
+{
+	int			id;
+	int		   *saved_ids = yield_ids;
+	int			saved_n = nyield;
+	void	   *writing;
+	int			transient;
+
+	if (!lend_candidate(&id))
+		return;
+	elog(DEBUG1, "chroma_sync: mirror %d lends its wait to mirror %d", lend_from, id);
+	lend_last = id;
+	lending = true;
+	yield_ids = NULL;
+	nyield = 0;
+	writing = sync_send_save_writing();
+	transient = sync_transient_save();
+	PG_TRY();
+	{
+		sync_lend_hook(id);
+	}
+	PG_FINALLY();
+	{
+		lending = false;
+		yield_ids = saved_ids;
+		nyield = saved_n;
+		sync_send_restore_writing(writing);
+		sync_transient_restore(transient);
+	}
+	PG_END_TRY();
+}
+
 /* ---- reading batches ---- */
 
 /* The queue ids of the batches in flight above after (their coalesced entries). */
@@ -1107,6 +1235,8 @@ run_pipeline(MirrorConfig *m, MirrorState *st, TimestampTz *wake_at, bool backfi
 	p->backfill = backfill;
 	p->started = GetCurrentTimestamp();
 	p->max_inflight = inflight_allowed(st);
+	if (lending)
+		p->max_inflight = 1;	/* a lent step: live changes, one request beside the waiting step's */
 	if (backfill && others_live())
 	{
 		/* live changes first: small pages, one at a time */
@@ -1143,7 +1273,8 @@ run_pipeline(MirrorConfig *m, MirrorState *st, TimestampTz *wake_at, bool backfi
 			!exhausted && others_waiting(p))
 			yielded = true;
 		if (p->ready == NULL && !exhausted && !yielded && batches < PIPELINE_MAX_BATCHES &&
-			!TimestampDifferenceExceeds(p->started, GetCurrentTimestamp(), PIPELINE_MAX_MS))
+			!TimestampDifferenceExceeds(p->started, GetCurrentTimestamp(),
+										lending ? LENT_STEP_MS : PIPELINE_MAX_MS))
 		{
 			Flight	   *f = flight_new();
 			MemoryContext old = MemoryContextSwitchTo(f->ctx);
@@ -1587,7 +1718,11 @@ mirror_step(MirrorConfig *m, MirrorState *st, TimestampTz *wake_at)
 	if (st->resend_at != 0 && (*wake_at == 0 || st->resend_at < *wake_at))
 		*wake_at = st->resend_at;
 	if (!m->backfill_done)
+	{
+		if (lending)
+			return true;		/* a lent step only drains; its own turn backfills */
 		more |= run_pipeline(m, st, wake_at, true);
+	}
 	if (st->next_attempt == 0 || GetCurrentTimestamp() >= st->next_attempt)
 		more |= run_pipeline(m, st, wake_at, false);
 	return more;

@@ -53,8 +53,21 @@ extern bool sync_mirror_step(MirrorConfig *m, MirrorState *st, TimestampTz *wake
 extern void sync_abandon(MirrorState *st);
 extern void sync_set_yield_to(int *ids, int n);
 
+/*
+ * Lending a step's waits (sync.c): the mirrors a waiting step may lend its wait to, and
+ * the worker's function that runs one lent step of a mirror (a whole step, errors caught).
+ */
+typedef void (*sync_lend_fn) (int mirror_id);
+extern sync_lend_fn sync_lend_hook;
+extern void sync_set_lend_to(int from, int *ids, int n);
+/* the HTTP client's wait hook in the worker (chroma_http_wait_hook) */
+extern void sync_lend_wait(void);
+
 /* sync_abandon: the keys of the synchronous write an error interrupted (sync_send.c) */
 extern bool sync_send_take_writing(MirrorState *st);
+/* a lent step (sync_lend_wait): the waiting step's synchronous write, set aside and back */
+extern void *sync_send_save_writing(void);
+extern void sync_send_restore_writing(void *saved);
 
 /* ---- outcome-unknown keys (sync_unknown.c) ---- */
 
@@ -78,5 +91,8 @@ extern void sync_unknown_note_mirror(MirrorState *st, MirrorConfig *m);
 
 /* A worker step ended well: transient read errors count from zero again (sync_txn.c). */
 extern void sync_transient_reset(void);
+/* a lent step: the waiting step's count, set aside (counting from 0) and back */
+extern int	sync_transient_save(void);
+extern void sync_transient_restore(int n);
 
 #endif							/* CHROMA_SYNC_SYNC_H */

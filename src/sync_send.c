@@ -127,6 +127,42 @@ static int	writing_nrecs = 0;
 static char **writing_ids = NULL;
 static int	writing_nids = 0;
 
+typedef struct SavedWriting
+{
+	SyncRecord **recs;
+	int			nrecs;
+	char	  **ids;
+	int			nids;
+} SavedWriting;
+
+void *
+sync_send_save_writing(void)
+{
+	SavedWriting *w = palloc_object(SavedWriting);
+
+	w->recs = writing_recs;
+	w->nrecs = writing_nrecs;
+	w->ids = writing_ids;
+	w->nids = writing_nids;
+	writing_recs = NULL;
+	writing_nrecs = 0;
+	writing_ids = NULL;
+	writing_nids = 0;
+	return w;
+}
+
+void
+sync_send_restore_writing(void *saved)
+{
+	SavedWriting *w = (SavedWriting *) saved;
+
+	writing_recs = w->recs;
+	writing_nrecs = w->nrecs;
+	writing_ids = w->ids;
+	writing_nids = w->nids;
+	pfree(w);
+}
+
 bool
 sync_send_take_writing(MirrorState *st)
 {

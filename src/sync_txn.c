@@ -107,6 +107,21 @@ sync_transient_reset(void)
 	transient_in_a_row = 0;
 }
 
+int
+sync_transient_save(void)
+{
+	int			n = transient_in_a_row;
+
+	transient_in_a_row = 0;
+	return n;
+}
+
+void
+sync_transient_restore(int n)
+{
+	transient_in_a_row = n;
+}
+
 bool
 sync_try_subxact(void (*fn) (void *arg), void *arg, MemoryContext errctx, char **error)
 {

@@ -486,6 +486,7 @@ worker_exit(int code, Datum arg)
 		my_slot->pid = 0;
 		my_slot->latch = NULL;
 		my_slot->busy_mirror = 0;
+		my_slot->lent_from = 0;
 		/* terminated or failed: the launcher starts another (whoever started this one) */
 		if (my_slot->state == DBW_RUNNING)
 		{
@@ -646,13 +647,82 @@ load_mirrors(bool *have_extension)
 }
 
 static void record_failure(int mirror_id, const char *message, bool pause);
+static bool run_step(MirrorConfig *m, MirrorState *st, TimestampTz *wake_at,
+					 MemoryContext step_ctx, bool lent);
+
+/* ---- lent steps (sync.c, "lending a step's waits") ---- */
+
+static List *lend_mirrors = NIL;	/* this pass's mirrors */
+static TimestampTz *lend_wake_at = NULL;
+static bool lend_more = false;	/* a lent step found more to do */
+static MemoryContext lend_ctx = NULL;
+
+/* Whether the two mirrors write to one collection (they never lend to each other). */
+static bool
+same_collection(MirrorConfig *a, MirrorConfig *b)
+{
+	if (strcmp(a->collection, b->collection) == 0)
+		return true;
+	return a->collection_id != NULL && b->collection_id != NULL &&
+		pg_strcasecmp(a->collection_id, b->collection_id) == 0;
+}
+
+/*
+ * One lent step of a mirror, while the step under way waits for its requests: a whole
+ * step, its errors caught and recorded like any step's. The waiting mirror stays busy
+ * for chroma_unmirror (lent_from) throughout.
+ */
+static MirrorConfig *
+lend_mirror(int mirror_id)
+{
+	ListCell   *lc;
+
+	foreach(lc, lend_mirrors)
+	{
+		if (((MirrorConfig *) lfirst(lc))->mirror_id == mirror_id)
+			return (MirrorConfig *) lfirst(lc);
+	}
+	return NULL;
+}
+
+static void
+lent_step(int mirror_id)
+{
+	MirrorConfig *m = lend_mirror(mirror_id);
+	MirrorState *st;
+	int			outer;
+
+	if (m == NULL || m->paused || !m->backfill_done || lend_wake_at == NULL)
+		return;
+	st = state_for(&states, mirror_id);
+	if (st->next_attempt != 0 && GetCurrentTimestamp() < st->next_attempt)
+		return;
+	LWLockAcquire(chroma_shared->lock, LW_EXCLUSIVE);
+	outer = my_slot->busy_mirror;
+	my_slot->lent_from = outer;
+	LWLockRelease(chroma_shared->lock);
+	PG_TRY();
+	{
+		lend_more |= run_step(m, st, lend_wake_at, lend_ctx, true);
+	}
+	PG_FINALLY();
+	{
+		LWLockAcquire(chroma_shared->lock, LW_EXCLUSIVE);
+		my_slot->busy_mirror = outer;
+		my_slot->lent_from = 0;
+		LWLockRelease(chroma_shared->lock);
+	}
+	PG_END_TRY();
+}
 
 /* One step of one mirror; an error is recorded and backed off, never fatal. */
 static bool
-run_step(MirrorConfig *m, MirrorState *st, TimestampTz *wake_at, MemoryContext step_ctx)
+run_step(MirrorConfig *m, MirrorState *st, TimestampTz *wake_at, MemoryContext step_ctx,
+		 bool lent)
 {
 	MemoryContext old = CurrentMemoryContext;
 	volatile bool more = false;
+	uint64		mark = chroma_http_mark();
 
 	MemoryContextReset(step_ctx);
 	MemoryContextSwitchTo(step_ctx);
@@ -672,7 +742,11 @@ run_step(MirrorConfig *m, MirrorState *st, TimestampTz *wake_at, MemoryContext s
 		edata = CopyErrorData();
 		FlushErrorState();
 		AbortOutOfAnyTransaction();
-		chroma_http_abort_all();
+		/* a lent step's error leaves the waiting step's requests in flight */
+		if (lent)
+			chroma_http_abort_since(mark);
+		else
+			chroma_http_abort_all();
 		sync_abandon(st);
 		/* the detail holds Chroma's answer (HTTP status and message) */
 		message = edata->detail ? psprintf("%s: %s", edata->message, edata->detail) : edata->message;
@@ -807,6 +881,10 @@ chroma_worker_main(Datum arg)
 									 ALLOCSET_DEFAULT_SIZES);
 	step_ctx = AllocSetContextCreate(TopMemoryContext, "chroma_sync worker step",
 									 ALLOCSET_DEFAULT_SIZES);
+	lend_ctx = AllocSetContextCreate(TopMemoryContext, "chroma_sync worker lent step",
+									 ALLOCSET_DEFAULT_SIZES);
+	sync_lend_hook = lent_step;
+	chroma_http_wait_hook = sync_lend_wait;
 
 	for (;;)
 	{
@@ -917,11 +995,14 @@ chroma_worker_main(Datum arg)
 			MirrorState *st = state_for(&states, m->mirror_id);
 			int		   *ready_ids;
 			int			nready = 0;
+			int		   *lend_ids;
+			int			nlend = 0;
 			TimestampTz now = GetCurrentTimestamp();
 			ListCell   *oc;
 
 			sync_unknown_note_mirror(st, m);
 			ready_ids = palloc_array(int, list_length(mirrors));
+			lend_ids = palloc_array(int, list_length(mirrors));
 			/* live changes first: the other mirrors ready to send end a long step early */
 			foreach(oc, mirrors)
 			{
@@ -930,11 +1011,24 @@ chroma_worker_main(Datum arg)
 
 				if (o != m && !o->paused && o->backfill_done &&
 					(ost->next_attempt == 0 || ost->next_attempt <= now))
+				{
 					ready_ids[nready++] = o->mirror_id;
+					/* and have lent steps while its step waits (another collection) */
+					if (!same_collection(m, o))
+						lend_ids[nlend++] = o->mirror_id;
+				}
 			}
 			sync_set_yield_to(ready_ids, nready);
-			more |= run_step(m, st, &wake_at, step_ctx);
+			sync_set_lend_to(m->mirror_id, lend_ids, nlend);
+			lend_mirrors = mirrors;
+			lend_wake_at = &wake_at;
+			more |= run_step(m, st, &wake_at, step_ctx, false);
 			sync_set_yield_to(NULL, 0);
+			sync_set_lend_to(0, NULL, 0);
+			lend_mirrors = NIL;
+			lend_wake_at = NULL;
+			more |= lend_more;
+			lend_more = false;
 			MemoryContextSwitchTo(loop_ctx);
 		}
 		pgstat_report_activity(STATE_IDLE, NULL);

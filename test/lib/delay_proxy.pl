@@ -6,8 +6,12 @@
 # long as the client keeps them (keep-alive works through it); one process per connection.
 # Used by bench/latency.sh and the TAP tests (start_proxy of test/t/ChromaSyncTest.pm).
 #
-#   delay_proxy.pl UPSTREAM_PORT PORT_FILE DELAY_MS
+#   delay_proxy.pl UPSTREAM_PORT PORT_FILE DELAY_MS [HOLD_FILE]
 #
+# With HOLD_FILE: while it exists, a request whose chunk holds the text HOLD_FILE holds (a
+# collection's id in its path) is held at the proxy, with everything after it on its
+# connection, until HOLD_FILE is removed; HOLD_FILE.held is created when one is held (a
+# request to one collection kept in flight, the others going on).
 # Forwards to 127.0.0.1:UPSTREAM_PORT; writes the port it listens on to PORT_FILE (the
 # listener of LoopbackHttp.pm). A side that closes is closed on the other side
 # after the delay too. SIGTERM stops everything.
@@ -21,10 +25,28 @@ use Socket qw(IPPROTO_TCP TCP_NODELAY);
 use Time::HiRes qw(time);
 use LoopbackHttp;
 
-my ($upstream, $port_file, $delay_ms) = @ARGV;
-die "usage: $0 UPSTREAM_PORT PORT_FILE DELAY_MS\n"
+my ($upstream, $port_file, $delay_ms, $hold_file) = @ARGV;
+die "usage: $0 UPSTREAM_PORT PORT_FILE DELAY_MS [HOLD_FILE]\n"
   unless defined $delay_ms && $delay_ms =~ /^\d+(\.\d+)?$/;
 my $delay = $delay_ms / 1000;
+
+# Whether the client's chunk is held now (HOLD_FILE exists and the chunk holds its text).
+sub held
+{
+	my ($bytes) = @_;
+	return 0 unless defined $hold_file && defined $bytes;
+	open(my $in, '<', $hold_file) or return 0;
+	my $match = do { local $/; <$in> } // '';
+	close($in);
+	chomp $match;
+	return 0 if $match eq '' || index($bytes, $match) < 0;
+	if (!-e "$hold_file.held")
+	{
+		open(my $fh, '>', "$hold_file.held") or die "$hold_file.held: $!";
+		close($fh);
+	}
+	return 1;
+}
 
 serve_forked(listen_loopback($port_file), sub { return (1); }, \&relay);
 
@@ -46,11 +68,17 @@ sub relay
 	while ($done < 2)
 	{
 		my $now = time;
+		my $holding = 0;
 		# write what is due, in order
 		for my $d (@dirs)
 		{
 			while (@{ $d->{queue} } && $d->{queue}[0][0] <= $now)
 			{
+				if ($d == $dirs[0] && held($d->{queue}[0][1]))
+				{
+					$holding = 1;
+					last;
+				}
 				my (undef, $bytes) = @{ shift @{ $d->{queue} } };
 				if (!defined $bytes)
 				{
@@ -77,6 +105,7 @@ sub relay
 		}
 		my $wait = defined $next ? $next - time : undef;
 		$wait = 0 if defined $wait && $wait < 0;
+		$wait = 0.05 if $holding;    # look at HOLD_FILE again soon
 		if ($sel->count == 0)
 		{
 			select(undef, undef, undef, $wait) if defined $wait && $wait > 0;
