@@ -388,9 +388,14 @@ flight_new(void)
  * A batch's byte budget: the requests in flight share SYNC_BATCH_BYTES, so that the
  * worker's memory does not grow with chroma_sync.max_concurrent_requests (TAP 033).
  */
+static bool lending = false;	/* a lent step is under way (see sync_lend_wait) */
+
 static size_t
 flight_budget(Pipeline *p)
 {
+	/* a lent step's batch is small beside the waiting step's (a row larger is read alone) */
+	if (lending)
+		return SYNC_BATCH_BYTES / CHROMA_MAX_CONCURRENT_REQUESTS_LIMIT;
 	return SYNC_BATCH_BYTES / (size_t) Max(1, p->max_inflight);
 }
 
@@ -753,7 +758,6 @@ static int *lend_ids = NULL;
 static int	nlend = 0;
 static int	lend_last = 0;		/* the mirror last lent to (round-robin) */
 static TimestampTz lend_checked = 0;
-static bool lending = false;	/* a lent step is under way */
 
 static int	lend_from = 0;		/* the mirror whose step lends */
 
