@@ -9,7 +9,10 @@
 # whichever comes first. Prints p50, p99 and max of both phases and the ratio of the p99s
 # (goal: the p99 with A backfilling <= 2x the p99 with A idle), for each setting of
 # chroma_sync.max_concurrent_requests in CONCURRENCY (the worker's setting, in the server's
-# configuration). Starts its own PostgreSQL 15 and Chroma server (and with RTT a delay
+# configuration). Then the server's own figures for the same rule (the floor, FLOOR=0 leaves
+# them out): bench/fair_probe.pl upserts one record every ~100 ms straight to a collection
+# (no PostgreSQL), alone and while bench/floor post-multi sends A's rows with the same N in
+# flight; the ratio of those p99s is what any client gets from this server. Starts its own PostgreSQL 15 and Chroma server (and with RTT a delay
 # proxy) on free ports and stops them at the end. Prints figures; asserts no timing. Run as
 # root, after make && make install:
 #
@@ -31,6 +34,7 @@ case $SERVER in old | new) ;; *) echo "--server is old or new" >&2; exit 2 ;; es
 ROWS_A=${1:-200000}
 SECONDS_PHASE=${2:-30}
 CONCURRENCY=${CONCURRENCY:-1 4}
+FLOOR=${FLOOR:-1}
 RTT=${RTT:-0}
 BATCH=300
 for v in "$ROWS_A" "$SECONDS_PHASE" "$RTT" $CONCURRENCY; do
@@ -82,6 +86,9 @@ LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
 
 npm_install "$SERVER" >"$LOG_DIR/npm-$SERVER.log" 2>&1 || die "npm ci in test/chroma/$SERVER failed"
 [ "$SERVER" = new ] && { prepare_glibc >"$LOG_DIR/glibc.log" 2>&1 || die "no glibc for the new server"; }
+if [ "$FLOOR" = 1 ]; then
+	make -s -C "$ROOT/bench" floor >"$LOG_DIR/make-floor.log" 2>&1 || die "building bench/floor failed"
+fi
 CHROMA_PORT=$(free_port) || die "no free port"
 step "Chroma server ($SERVER) on port $CHROMA_PORT"
 start_chroma "$SERVER" "$WORK_DIR/chroma-data" "$CHROMA_PORT" "$LOG_DIR/chroma.log" >/dev/null ||
@@ -149,7 +156,7 @@ BEGIN
 END
 \$\$" || die "fair_write failed"
 
-declare -A P50 P99 MAX CNT AINFO
+declare -A P50 P99 MAX CNT AINFO FL_IDLE FL_LOAD
 for n in $CONCURRENCY; do
 	step "max_concurrent_requests $n: mirror b, a idle"
 	q "ALTER SYSTEM SET chroma_sync.max_concurrent_requests = $n" && q 'SELECT pg_reload_conf()' >/dev/null ||
@@ -180,6 +187,19 @@ for n in $CONCURRENCY; do
 	done
 	q "SELECT chroma_unmirror('a', drop_collection => true)" >/dev/null &&
 		q "SELECT chroma_unmirror('b', drop_collection => true)" >/dev/null || die "chroma_unmirror failed"
+	if [ "$FLOOR" = 1 ]; then
+		step "floor, $n in flight: one record every ~100 ms straight to the server, alone"
+		FL_IDLE[$n]=$(perl "$ROOT/bench/fair_probe.pl" "$URL" "floor_b_$n" 384 "$SECONDS_PHASE") ||
+			die "fair_probe failed"
+		step "floor, $n in flight: the same while bench/floor sends $ROWS_A rows"
+		"$ROOT/bench/floor" post-multi "$URL" "floor_a_$n" "$ROWS_A" 384 "$BATCH" sin "$n" \
+			>"$LOG_DIR/floor-$n.out" 2>&1 &
+		fpid=$!
+		FL_LOAD[$n]=$(perl "$ROOT/bench/fair_probe.pl" "$URL" "floor_b_$n" 384 "$SECONDS_PHASE" "$fpid" "floor_a_$n") ||
+			die "fair_probe failed"
+		kill "$fpid" 2>/dev/null
+		wait "$fpid" 2>/dev/null
+	fi
 done
 
 echo
@@ -201,3 +221,16 @@ for n in $CONCURRENCY; do
 			"${CNT[$k]}" "${P50[$k]}" "${P99[$k]}" "${MAX[$k]}" "$ratio" "$verdict" "$info"
 	done
 done
+if [ "$FLOOR" = 1 ]; then
+	echo
+	echo "the floor: one record upserted every ~100 ms straight to the server (bench/fair_probe.pl, no PostgreSQL),"
+	echo "request -> answer, alone and while bench/floor post-multi sends $ROWS_A x 384-d (batch $BATCH, N in flight)"
+	printf '%-9s %-10s %7s %9s %9s %9s %10s\n' "in flight" "a" writes "p50 ms" "p99 ms" "max ms" "p99 ratio"
+	for n in $CONCURRENCY; do
+		read -r _ ci _ p50i _ p99i _ mxi <<<"${FL_IDLE[$n]}"
+		read -r _ cl _ p50l _ p99l _ mxl <<<"${FL_LOAD[$n]}"
+		printf '%-9s %-10s %7s %9s %9s %9s %10s\n' "$n" idle "$ci" "$p50i" "$p99i" "$mxi" ""
+		printf '%-9s %-10s %7s %9s %9s %9s %10s\n' "$n" "floor load" "$cl" "$p50l" "$p99l" "$mxl" \
+			"$(awk -v a="$p99l" -v b="$p99i" 'BEGIN { printf "%.2fx", a / b }')"
+	done
+fi
