@@ -64,6 +64,9 @@ record_error(MirrorConfig *m, const char *msg, bool pause)
 		 "paused_reason = CASE WHEN $3 THEN $2 ELSE paused_reason END WHERE mirror_id = $1",
 		 3, types, values, NULL, SPI_OK_UPDATE);
 	sync_end_txn();
+	/* for the rest of the worker's pass too (a lent step looks at it) */
+	if (pause)
+		m->paused = true;
 }
 
 /*
@@ -752,6 +755,7 @@ others_waiting(Pipeline *p)
  */
 #define LENT_STEP_MS 250
 #define LENT_CHECK_MS 50
+#define LENT_LOCK_TIMEOUT_MS 200	/* sync_txn_lock_timeout_ms (sync_txn.c) */
 
 sync_lend_fn sync_lend_hook = NULL;
 static int *lend_ids = NULL;
@@ -846,12 +850,14 @@ sync_lend_wait(void)
 	nyield = 0;
 	writing = sync_send_save_writing();
 	transient = sync_transient_save();
+	sync_txn_lock_timeout_ms = LENT_LOCK_TIMEOUT_MS;
 	PG_TRY();
 	{
 		sync_lend_hook(id);
 	}
 	PG_FINALLY();
 	{
+		sync_txn_lock_timeout_ms = 0;
 		lending = false;
 		yield_ids = saved_ids;
 		nyield = saved_n;

@@ -29,6 +29,7 @@ typedef struct MirrorState
 	uint64		paused_bind_generation; /* configuration a paused mirror's 0.4 filter was bound in */
 	uint64		resend_generation;	/* configuration chroma_sync.resend was last looked at in */
 	uint64		resend_handovers;	/* this worker's hand-overs when it was last looked at */
+	TimestampTz lend_slow_until;	/* no lent step of it before (its last one was slow) */
 	char		collection_id[40];	/* the mirror's, for its keys once its row is gone ("": none) */
 	char		collection[520];	/* and its name (a Chroma name has at most 512 bytes) */
 } MirrorState;
@@ -62,6 +63,9 @@ extern sync_lend_fn sync_lend_hook;
 extern void sync_set_lend_to(int from, int *ids, int n);
 /* the HTTP client's wait hook in the worker (chroma_http_wait_hook) */
 extern void sync_lend_wait(void);
+/* a lent step's transactions wait at most this long for a lock (0: as configured) */
+extern int	sync_txn_lock_timeout_ms;
+extern void sync_txn_apply_lock_timeout(void);
 
 /* sync_abandon: the keys of the synchronous write an error interrupted (sync_send.c) */
 extern bool sync_send_take_writing(MirrorState *st);

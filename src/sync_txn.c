@@ -12,8 +12,10 @@
 #include "catalog/pg_control.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
+#include "storage/proc.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/guc.h"
 #include "utils/memutils.h"
 #include "utils/resowner.h"
 #include "utils/snapmgr.h"
@@ -25,12 +27,34 @@
 /* The context to return to after a transaction (commit leaves TopMemoryContext). */
 MemoryContext sync_txn_caller_ctx = NULL;
 
+/*
+ * > 0 while a lent step runs (sync.c): each of its transactions waits at most this long
+ * for a lock. A session holding a lock the lent step needs (a mirror row, its queue
+ * entries) may itself wait for the mirror that lent its wait (chroma_flush, red-team TAP
+ * 305): the lent step fails and backs off instead, and its mirror's own step waits.
+ */
+int			sync_txn_lock_timeout_ms = 0;
+
+void
+sync_txn_apply_lock_timeout(void)
+{
+	char		buf[32];
+
+	if (sync_txn_lock_timeout_ms <= 0 ||
+		(LockTimeout > 0 && LockTimeout <= sync_txn_lock_timeout_ms))
+		return;
+	snprintf(buf, sizeof(buf), "%d", sync_txn_lock_timeout_ms);
+	(void) set_config_option("lock_timeout", buf, PGC_SUSET, PGC_S_SESSION,
+							 GUC_ACTION_LOCAL, true, 0, false);
+}
+
 void
 sync_begin_txn(void)
 {
 	sync_txn_caller_ctx = CurrentMemoryContext;
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
+	sync_txn_apply_lock_timeout();
 	SPI_connect();
 	PushActiveSnapshot(GetTransactionSnapshot());
 }

@@ -652,7 +652,11 @@ static bool run_step(MirrorConfig *m, MirrorState *st, TimestampTz *wake_at,
 
 /* ---- lent steps (sync.c, "lending a step's waits") ---- */
 
+#define LENT_SLOW_MS 1000		/* a lent step this long ... */
+#define LENT_SLOW_PAUSE_MS 60000	/* ... means none of that mirror for a minute */
+
 static List *lend_mirrors = NIL;	/* this pass's mirrors */
+static uint64 lend_generation = 0;	/* the configuration they were loaded in */
 static TimestampTz *lend_wake_at = NULL;
 static bool lend_more = false;	/* a lent step found more to do */
 static MemoryContext lend_ctx = NULL;
@@ -691,10 +695,20 @@ lent_step(int mirror_id)
 	MirrorConfig *m = lend_mirror(mirror_id);
 	MirrorState *st;
 	int			outer;
+	TimestampTz started = GetCurrentTimestamp();
 
 	if (m == NULL || m->paused || !m->backfill_done || lend_wake_at == NULL)
 		return;
+	/*
+	 * Not with a configuration changed since the pass loaded it: a pause, a takeover of
+	 * the collection (whose owner every mirror checks again before it writes: TAP 301), a
+	 * resync wait for the next pass (red-team TAP 304, 308).
+	 */
+	if (chroma_config_generation() != lend_generation)
+		return;
 	st = state_for(&states, mirror_id);
+	/* its collection, for its outcome-unknown keys if its row goes (red-team TAP 306) */
+	sync_unknown_note_mirror(st, m);
 	if (st->next_attempt != 0 && GetCurrentTimestamp() < st->next_attempt)
 		return;
 	LWLockAcquire(chroma_shared->lock, LW_EXCLUSIVE);
@@ -713,6 +727,18 @@ lent_step(int mirror_id)
 		LWLockRelease(chroma_shared->lock);
 	}
 	PG_END_TRY();
+
+	/*
+	 * A lent step waits for its own request, which holds back the mirror that lent its
+	 * wait: a mirror whose lent step took long (a slow collection) has none for a while,
+	 * only its own steps (red-team TAP 307).
+	 */
+	if (TimestampDifferenceExceeds(started, GetCurrentTimestamp(), LENT_SLOW_MS))
+	{
+		st->lend_slow_until = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), LENT_SLOW_PAUSE_MS);
+		elog(DEBUG1, "chroma_sync: mirror %d: its lent step was slow: no lent step of it for %d s",
+			 mirror_id, LENT_SLOW_PAUSE_MS / 1000);
+	}
 }
 
 /* One step of one mirror; an error is recorded and backed off, never fatal. */
@@ -772,6 +798,8 @@ run_step(MirrorConfig *m, MirrorState *st, TimestampTz *wake_at, MemoryContext s
 				(errmsg("chroma_sync: mirror of \"%s\" %s: %s",
 						m->collection, pause ? "paused" : "failed", message)));
 		record_failure(m->mirror_id, message, pause);
+		if (pause)
+			m->paused = true;	/* for the rest of the pass (a lent step looks at it) */
 		st->failures++;
 		st->next_attempt = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
 													   Min(1000L << Min(st->failures, 6),
@@ -793,6 +821,7 @@ record_failure(int mirror_id, const char *message, bool pause)
 	PG_TRY();
 	{
 		StartTransactionCommand();
+		sync_txn_apply_lock_timeout();	/* a lent step's (sync_txn.c) */
 		SPI_connect();
 		PushActiveSnapshot(GetTransactionSnapshot());
 		SPI_execute(psprintf("UPDATE chroma_sync.mirror SET in_error = true, "
@@ -939,6 +968,7 @@ chroma_worker_main(Datum arg)
 		LWLockAcquire(chroma_shared->lock, LW_EXCLUSIVE);
 		my_slot->wake_pending = false;
 		LWLockRelease(chroma_shared->lock);
+		lend_generation = chroma_config_generation();	/* before the load: see lent_step */
 		mirrors = load_mirrors(&have_extension);
 		if (have_extension)
 		{
