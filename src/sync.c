@@ -1237,6 +1237,7 @@ run_pipeline(MirrorConfig *m, MirrorState *st, TimestampTz *wake_at, bool backfi
 	bool		last_page = false;	/* backfill: the last page has been read */
 	bool		ok = true;
 	bool		yielded = false;	/* ended early for another mirror's changes */
+	bool		lent_left_barrier = false;	/* a lent step stopped at a TRUNCATE */
 	char	   *after_key = m->backfill_after ? pstrdup(m->backfill_after) : NULL;
 
 	p->m = m;
@@ -1324,6 +1325,18 @@ run_pipeline(MirrorConfig *m, MirrorState *st, TimestampTz *wake_at, bool backfi
 					continue;
 				}
 				barrier = (r == DRAIN_BARRIER);
+				if (barrier && lending)
+				{
+					/*
+					 * A TRUNCATE's clear deletes the whole collection, many requests:
+					 * the mirror's own step does it, not a lent step (red-team TAP 310)
+					 */
+					MemoryContextSwitchTo(old);
+					flight_free(f);
+					exhausted = true;
+					lent_left_barrier = true;
+					continue;
+				}
 			}
 			if (barrier || !sync_flight_prepare(m, &f->b, &f->f))
 			{
@@ -1369,7 +1382,8 @@ run_pipeline(MirrorConfig *m, MirrorState *st, TimestampTz *wake_at, bool backfi
 		sync_end_txn();
 		chroma_report_progress();
 	}
-	return backfill || yielded || !exhausted || batches >= PIPELINE_MAX_BATCHES;
+	return backfill || yielded || !exhausted || batches >= PIPELINE_MAX_BATCHES ||
+		lent_left_barrier;
 }
 
 /*

@@ -709,7 +709,10 @@ lent_step(int mirror_id)
 	st = state_for(&states, mirror_id);
 	/* its collection, for its outcome-unknown keys if its row goes (red-team TAP 306) */
 	sync_unknown_note_mirror(st, m);
-	if (st->next_attempt != 0 && GetCurrentTimestamp() < st->next_attempt)
+	if (st->next_attempt != 0 && started < st->next_attempt)
+		return;
+	/* its last lent step was slow (below) */
+	if (st->lend_slow_until != 0 && started < st->lend_slow_until)
 		return;
 	LWLockAcquire(chroma_shared->lock, LW_EXCLUSIVE);
 	outer = my_slot->busy_mirror;
