@@ -1335,6 +1335,7 @@ run_pipeline(MirrorConfig *m, MirrorState *st, TimestampTz *wake_at, bool backfi
 					flight_free(f);
 					exhausted = true;
 					lent_left_barrier = true;
+					st->lend_own_first = true;
 					continue;
 				}
 			}
@@ -1723,7 +1724,11 @@ sync_mirror_step(MirrorConfig *m, MirrorState *st, TimestampTz *wake_at)
 	 */
 	set_busy(m->mirror_id);
 	if (!stop_requested(m) && table_free(m, st, wake_at))
+	{
+		if (!lending)
+			st->lend_own_first = false; /* its own step: lent steps again after it */
 		more = mirror_step(m, st, wake_at);
+	}
 	set_busy(0);
 	return more;
 }

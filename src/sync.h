@@ -30,6 +30,7 @@ typedef struct MirrorState
 	uint64		resend_generation;	/* configuration chroma_sync.resend was last looked at in */
 	uint64		resend_handovers;	/* this worker's hand-overs when it was last looked at */
 	TimestampTz lend_slow_until;	/* no lent step of it before (its last one was slow) */
+	bool		lend_own_first; /* a lent step left a TRUNCATE: none before its own step */
 	char		collection_id[40];	/* the mirror's, for its keys once its row is gone ("": none) */
 	char		collection[520];	/* and its name (a Chroma name has at most 512 bytes) */
 } MirrorState;

@@ -711,8 +711,8 @@ lent_step(int mirror_id)
 	sync_unknown_note_mirror(st, m);
 	if (st->next_attempt != 0 && started < st->next_attempt)
 		return;
-	/* its last lent step was slow (below) */
-	if (st->lend_slow_until != 0 && started < st->lend_slow_until)
+	/* its last lent step was slow (below), or left a TRUNCATE to its own step */
+	if ((st->lend_slow_until != 0 && started < st->lend_slow_until) || st->lend_own_first)
 		return;
 	LWLockAcquire(chroma_shared->lock, LW_EXCLUSIVE);
 	outer = my_slot->busy_mirror;
