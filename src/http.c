@@ -540,7 +540,7 @@ chroma_http_wait(ChromaHttpRequest *req)
 			 */
 			if (!req->done && chroma_http_wait_hook != NULL && req->nest_level == 0 &&
 				!IsTransactionState())
-				chroma_http_wait_hook();
+				chroma_http_wait_hook(req);
 		}
 		/* An abort by our progress callback means an interrupt is pending. */
 		if (req->code == CURLE_ABORTED_BY_CALLBACK)

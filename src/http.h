@@ -68,7 +68,7 @@ extern void chroma_http_wait(ChromaHttpRequest *req);
  * (after each poll of at most 50 ms): the worker serves other mirrors meanwhile (sync.c,
  * "lending a step's waits"). NULL in a backend.
  */
-typedef void (*chroma_http_wait_hook_type) (void);
+typedef void (*chroma_http_wait_hook_type) (ChromaHttpRequest *req);
 extern chroma_http_wait_hook_type chroma_http_wait_hook;
 
 /*

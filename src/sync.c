@@ -756,6 +756,7 @@ others_waiting(Pipeline *p)
 #define LENT_STEP_MS 250
 #define LENT_CHECK_MS 50
 #define LENT_LOCK_TIMEOUT_MS 200	/* sync_txn_lock_timeout_ms (sync_txn.c) */
+#define LENT_GRACE_MS 1000		/* see lent_step_waits */
 
 sync_lend_fn sync_lend_hook = NULL;
 static int *lend_ids = NULL;
@@ -764,6 +765,8 @@ static int	lend_last = 0;		/* the mirror last lent to (round-robin) */
 static TimestampTz lend_checked = 0;
 
 static int	lend_from = 0;		/* the mirror whose step lends */
+static ChromaHttpRequest *lender_req = NULL;	/* the request it waits for */
+static TimestampTz lender_done_at = 0;	/* when that request was seen answered */
 
 void
 sync_set_lend_to(int from, int *ids, int n)
@@ -825,6 +828,32 @@ lend_candidate(int *id)
 }
 
 /*
+ * A lent step waits for one of its own requests (req). Once the lending step's request
+ * has been answered, the lent step has LENT_GRACE_MS more: after that its request is
+ * given up, with the error of a request interrupted (its keys are outcome-unknown, sent
+ * again by the mirror's own steps after the request timeout), so that a collection that
+ * turns slow holds the lending mirror back for at most that long (red-team TAP 307).
+ */
+static void
+lent_step_waits(ChromaHttpRequest *req)
+{
+	TimestampTz now;
+
+	if (lender_req == NULL || !chroma_http_done(lender_req))
+		return;
+	now = GetCurrentTimestamp();
+	if (lender_done_at == 0)
+		lender_done_at = now;
+	if (!TimestampDifferenceExceeds(lender_done_at, now, LENT_GRACE_MS))
+		return;
+	ereport(ERROR,
+			(errcode(ERRCODE_QUERY_CANCELED),
+			 errmsg("a lent step gave way to mirror %d: its request was not answered within %d ms of that mirror's",
+					lend_from, LENT_GRACE_MS),
+			 errdetail("The server may or may not have applied the request: its keys are sent again after chroma_sync.timeout, by the mirror's own step.")));
+}
+
+/*
  * Called by the HTTP client while the worker waits for a request begun and waited for
  * outside a transaction (chroma_http_wait_hook): a pipeline's oldest request, a batch
  * sent alone, a clear, a bisection, a look at the collection. Lends the wait to one
@@ -833,7 +862,7 @@ lend_candidate(int *id)
  * read errors, the mirrors to yield to) is set aside meanwhile and put back after.
  */
 void
-sync_lend_wait(void)
+sync_lend_wait(ChromaHttpRequest *req)
 {
 	int			id;
 	int		   *saved_ids = yield_ids;
@@ -841,11 +870,18 @@ sync_lend_wait(void)
 	void	   *writing;
 	int			transient;
 
+	if (lending)
+	{
+		lent_step_waits(req);
+		return;
+	}
 	if (!lend_candidate(&id))
 		return;
 	elog(DEBUG1, "chroma_sync: mirror %d lends its wait to mirror %d", lend_from, id);
 	lend_last = id;
 	lending = true;
+	lender_req = req;
+	lender_done_at = 0;
 	yield_ids = NULL;
 	nyield = 0;
 	writing = sync_send_save_writing();
@@ -859,6 +895,7 @@ sync_lend_wait(void)
 	{
 		sync_txn_lock_timeout_ms = 0;
 		lending = false;
+		lender_req = NULL;
 		yield_ids = saved_ids;
 		nyield = saved_n;
 		sync_send_restore_writing(writing);
@@ -1283,6 +1320,9 @@ run_pipeline(MirrorConfig *m, MirrorState *st, TimestampTz *wake_at, bool backfi
 		if (!yielded && batches > 0 && backfill && p->ready == NULL &&
 			!exhausted && others_waiting(p))
 			yielded = true;
+		/* a lent step does not wait for the rate limit: its mirror's own step does */
+		if (lending && p->ready == NULL && !exhausted && sync_rate_would_wait())
+			exhausted = true;
 		if (p->ready == NULL && !exhausted && !yielded && batches < PIPELINE_MAX_BATCHES &&
 			!TimestampDifferenceExceeds(p->started, GetCurrentTimestamp(),
 										lending ? LENT_STEP_MS : PIPELINE_MAX_MS))

@@ -63,7 +63,8 @@ typedef void (*sync_lend_fn) (int mirror_id);
 extern sync_lend_fn sync_lend_hook;
 extern void sync_set_lend_to(int from, int *ids, int n);
 /* the HTTP client's wait hook in the worker (chroma_http_wait_hook) */
-extern void sync_lend_wait(void);
+struct ChromaHttpRequest;
+extern void sync_lend_wait(struct ChromaHttpRequest *req);
 /* a lent step's transactions wait at most this long for a lock (0: as configured) */
 extern int	sync_txn_lock_timeout_ms;
 extern void sync_txn_apply_lock_timeout(void);
