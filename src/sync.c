@@ -794,6 +794,13 @@ lend_candidate(int *id)
 	if (sync_lend_hook == NULL || lending || nlend == 0 || !MyLatch->is_set ||
 		IsTransactionState())
 		return false;
+	/*
+	 * Not under chroma_sync.max_records_per_second: a lent step would wait for the budget
+	 * inside the lending step's wait, between the requests of a batch sent in parts
+	 * (red-team TAP 311); the mirrors take turns then, live changes first.
+	 */
+	if (chroma_max_records_per_second > 0)
+		return false;
 	now = GetCurrentTimestamp();
 	if (!TimestampDifferenceExceeds(lend_checked, now, LENT_CHECK_MS))
 		return false;
@@ -1320,9 +1327,6 @@ run_pipeline(MirrorConfig *m, MirrorState *st, TimestampTz *wake_at, bool backfi
 		if (!yielded && batches > 0 && backfill && p->ready == NULL &&
 			!exhausted && others_waiting(p))
 			yielded = true;
-		/* a lent step does not wait for the rate limit: its mirror's own step does */
-		if (lending && p->ready == NULL && !exhausted && sync_rate_would_wait())
-			exhausted = true;
 		if (p->ready == NULL && !exhausted && !yielded && batches < PIPELINE_MAX_BATCHES &&
 			!TimestampDifferenceExceeds(p->started, GetCurrentTimestamp(),
 										lending ? LENT_STEP_MS : PIPELINE_MAX_MS))

@@ -85,8 +85,6 @@ extern bool sync_flight_prepare(MirrorConfig *m, Batch *b, SyncFlight *f);
 extern void sync_flight_begin(MirrorConfig *m, SyncFlight *f);
 /* Waits until the request's response has arrived, without looking at it. */
 extern void sync_flight_wait(SyncFlight *f);
-/* Whether chroma_sync.max_records_per_second would hold the next request back now. */
-extern bool sync_rate_would_wait(void);
 /* Waits for the request; a refused one is bisected (synchronously) like sync_send_batch. */
 extern void sync_flight_finish(MirrorConfig *m, Batch *b, SyncFlight *f, SendResult *res);
 

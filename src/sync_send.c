@@ -84,12 +84,6 @@ rate_limit(int nrecords)
 	rate_next_at += (TimestampTz) ((double) nrecords * USECS_PER_SEC / chroma_max_records_per_second);
 }
 
-bool
-sync_rate_would_wait(void)
-{
-	return chroma_max_records_per_second > 0 && rate_next_at > GetCurrentTimestamp();
-}
-
 void
 sync_post(const char *url, cs_buf *body, ChromaResponse *resp)
 {

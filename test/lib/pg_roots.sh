@@ -19,13 +19,13 @@ PG_OTHER_MAJORS="17 18 19"
 # SQL API, the worker's failure modes, partitions, several requests in flight), 18 the
 # red-team files 100-199 (filters, DDL, casts, privileges: the parser and catalog paths a
 # major changes) and the long ones 005, 031, 034, 040, 041, 292, 296, 300 and the lent
-# steps' red-team files 304-310, so the
+# steps' red-team files 304-311, so the
 # two harnesses end together; 19 adds the partitioned mirror's files to the mirror set (its scan API
 # differs).
 PG_MIRROR_TAP='01[0-9]_*|02[0-9]_*|050_*'
 PG_PARTITION_TAP='20[1-5]_*|21[1-9]_*|22[0-4]_*|2[67][0-9]_*'
 PG_RED_TEAM_TAP='1[0-9][0-9]_*'
-PG_18_ONLY_TAP='005_*|031_*|034_*|04[01]_*|29[26]_*|300_*|30[4-9]_*|310_*'
+PG_18_ONLY_TAP='005_*|031_*|034_*|04[01]_*|29[26]_*|300_*|30[4-9]_*|31[01]_*'
 pg_tap_set() {
 	case $1 in
 	15) echo all ;;
