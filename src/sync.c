@@ -387,12 +387,12 @@ flight_new(void)
 	return f;
 }
 
+static bool lending = false;	/* a lent step is under way (see sync_lend_wait) */
+
 /*
  * A batch's byte budget: the requests in flight share SYNC_BATCH_BYTES, so that the
  * worker's memory does not grow with chroma_sync.max_concurrent_requests (TAP 033).
  */
-static bool lending = false;	/* a lent step is under way (see sync_lend_wait) */
-
 static size_t
 flight_budget(Pipeline *p)
 {
@@ -685,6 +685,17 @@ static TimestampTz yield_checked = 0;
 
 static TimestampTz live_until = 0;
 
+/* The mirror ids as an int4[] parameter (the looks at chroma_sync.queue below). */
+static Datum
+mirror_ids_array(int *ids, int n)
+{
+	Datum	   *d = palloc_array(Datum, n);
+
+	for (int i = 0; i < n; i++)
+		d[i] = Int32GetDatum(ids[i]);
+	return PointerGetDatum(construct_array(d, n, INT4OID, 4, true, TYPALIGN_INT));
+}
+
 static bool
 others_live(void)
 {
@@ -711,7 +722,6 @@ others_waiting(Pipeline *p)
 	bool		found;
 	Oid			types[1] = {INT4ARRAYOID};
 	Datum		values[1];
-	Datum	   *d;
 
 	if (nyield == 0 || !MyLatch->is_set)
 		return false;
@@ -719,10 +729,7 @@ others_waiting(Pipeline *p)
 	if (!TimestampDifferenceExceeds(yield_checked, now, YIELD_CHECK_MS))
 		return false;
 	yield_checked = now;
-	d = palloc_array(Datum, nyield);
-	for (int i = 0; i < nyield; i++)
-		d[i] = Int32GetDatum(yield_ids[i]);
-	values[0] = PointerGetDatum(construct_array(d, nyield, INT4OID, 4, true, TYPALIGN_INT));
+	values[0] = mirror_ids_array(yield_ids, nyield);
 	sync_begin_txn();
 	sync_exec("SELECT 1 FROM chroma_sync.queue WHERE mirror_id = ANY ($1) LIMIT 1",
 			  1, types, values, NULL, SPI_OK_SELECT);
@@ -786,7 +793,6 @@ lend_candidate(int *id)
 	TimestampTz now;
 	Oid			types[1] = {INT4ARRAYOID};
 	Datum		values[1];
-	Datum	   *d;
 	int			best;
 	int			after = 0;
 	int			lowest = 0;
@@ -805,10 +811,7 @@ lend_candidate(int *id)
 	if (!TimestampDifferenceExceeds(lend_checked, now, LENT_CHECK_MS))
 		return false;
 	lend_checked = now;
-	d = palloc_array(Datum, nlend);
-	for (int i = 0; i < nlend; i++)
-		d[i] = Int32GetDatum(lend_ids[i]);
-	values[0] = PointerGetDatum(construct_array(d, nlend, INT4OID, 4, true, TYPALIGN_INT));
+	values[0] = mirror_ids_array(lend_ids, nlend);
 	sync_begin_txn();
 	sync_exec("SELECT i FROM pg_catalog.unnest($1) AS i WHERE EXISTS "
 			  "(SELECT 1 FROM chroma_sync.queue q WHERE q.mirror_id = i)",
@@ -827,7 +830,6 @@ lend_candidate(int *id)
 	}
 	best = after != 0 ? after : lowest;
 	sync_end_txn();
-	pfree(d);
 	if (best == 0)
 		return false;
 	*id = best;

@@ -671,11 +671,7 @@ same_collection(MirrorConfig *a, MirrorConfig *b)
 		pg_strcasecmp(a->collection_id, b->collection_id) == 0;
 }
 
-/*
- * One lent step of a mirror, while the step under way waits for its requests: a whole
- * step, its errors caught and recorded like any step's. The waiting mirror stays busy
- * for chroma_unmirror (lent_from) throughout.
- */
+/* The mirror of this pass with that id (NULL: none). */
 static MirrorConfig *
 lend_mirror(int mirror_id)
 {
@@ -689,6 +685,11 @@ lend_mirror(int mirror_id)
 	return NULL;
 }
 
+/*
+ * One lent step of a mirror, while the step under way waits for its requests: a whole
+ * step, its errors caught and recorded like any step's. The waiting mirror stays busy
+ * for chroma_unmirror (lent_from) throughout.
+ */
 static void
 lent_step(int mirror_id)
 {

@@ -27,31 +27,13 @@ my $node = new_node('lent_wait',
 my $log0 = log_offset($node);
 
 # holds the collection's upserts (the proxy reads what to hold from the file)
-sub hold_on
-{
-	my ($id) = @_;
-	unlink("$hold.held");
-	open(my $fh, '>', $hold) or die $!;
-	print $fh "$id/upsert";
-	close($fh);
-	return;
-}
-sub hold_off { unlink($hold); return; }
+sub hold_on { unlink("$hold.held"); hold_requests($hold, "$_[0]/upsert"); return; }
 
 sub collection_id
 {
 	my ($table) = @_;
 	return $node->safe_psql('postgres',
 		"SELECT collection_id FROM chroma_sync.mirror WHERE source = '$table'::regclass");
-}
-
-# read past the proxy (a held collection's reads would be held too)
-sub chroma_doc
-{
-	my ($coll, $id) = @_;
-	return $node->safe_psql('postgres',
-		"SET chroma_sync.url = '$ENV{CHROMA_URL}'; "
-		  . "SELECT coalesce((SELECT document FROM chroma_get('$coll', ids => ARRAY['$id'])), '(none)')");
 }
 
 fresh_collection($node, $_) for ($ca, $cb);
@@ -78,10 +60,10 @@ for my $i (1 .. 3)
 }
 is($node->safe_psql('postgres', "SELECT count(*) FROM chroma_sync.queue WHERE mirror_id = $mida"), '1',
 	"a's queue entry stays while its request is in flight");
-ok(-e "$hold.held" && chroma_doc($ca, 1) ne 'a held', "a's change has not reached Chroma");
+ok(-e "$hold.held" && direct_document($node, $ca, 1) ne 'a held', "a's change has not reached Chroma");
 like(slurp_file($node->logfile, $loga), qr/mirror $mida lends its wait to mirror \d+/,
 	"a's step lent its wait");
-hold_off();
+release_requests($hold);
 is($node->safe_psql('postgres', "SELECT chroma_flush('a', interval '60 seconds')", timeout => 90), 't',
 	'a flushed once its request is let go');
 assert_equal($node, 'a', $ca, name => 'a after its held request');
@@ -98,7 +80,7 @@ TRUNCATE b;
 COMMIT});
 insert_rows($node, 'b', 200, 5, 8, 4);
 # a lent step leaves a TRUNCATE's clear (many requests) to b's own step (red-team TAP 310)
-hold_off();
+release_requests($hold);
 is($node->safe_psql('postgres', "SELECT chroma_flush('a', interval '60 seconds')", timeout => 90), 't',
 	'a flushed');
 assert_equal($node, 'a', $ca, name => 'a after its second held request');
@@ -121,12 +103,12 @@ ok(poll_query($node, qq{SELECT document FROM chroma_get('$cb', ids => ARRAY['200
 	"b's change reached Chroma while chroma_unmirror('a') waited");
 is($node->safe_psql('postgres', "SELECT count(*) FROM chroma_sync.mirror WHERE source = 'a'::regclass"), '1',
 	'chroma_unmirror waits while a request of the mirror is in flight');
-hold_off();
+release_requests($hold);
 $unmirror->query_until(qr/unmirrored/, '');
 $unmirror->quit;
 is($node->safe_psql('postgres', "SELECT count(*) FROM chroma_sync.mirror WHERE source = 'a'::regclass"), '0',
 	'a is unmirrored once its request came back');
-is(chroma_doc($ca, 2), 'a before unmirror', "a's last change reached Chroma before the unmirror");
+is(direct_document($node, $ca, 2), 'a before unmirror', "a's last change reached Chroma before the unmirror");
 
 # --- a's backfill page held (a fresh collection): b's changes go on
 $node->safe_psql('postgres', "SELECT chroma_delete_collection('$ca', true)");
@@ -142,7 +124,7 @@ $node->safe_psql('postgres', q{UPDATE b SET doc = 'b during backfill' WHERE id =
 ok(poll_query($node, qq{SELECT document FROM chroma_get('$cb', ids => ARRAY['201'])}, 'b during backfill', 30),
 	"b's change reached Chroma while a's backfill page was held")
   or diag(join("\n", grep { /chroma_sync|ERROR/ } split /\n/, slurp_file($node->logfile, $logb)));
-hold_off();
+release_requests($hold);
 assert_equal($node, 'a', $ca, name => 'a after its held backfill');
 assert_equal($node, 'b', $cb, name => 'b at the end');
 is($node->safe_psql('postgres', 'SELECT count(*) FROM chroma_sync.failed'), '0', 'nothing failed');

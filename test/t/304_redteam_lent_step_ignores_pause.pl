@@ -35,24 +35,7 @@ my $node = new_node('t304',
 	  . "chroma_sync.timeout = 90000\nlog_min_messages = debug1\n");
 my $log0 = log_offset($node);
 
-sub hold_on
-{
-	my ($id) = @_;
-	unlink("$hold.held");
-	open(my $fh, '>', $hold) or die $!;
-	print $fh "$id/upsert";
-	close($fh);
-	return;
-}
-sub hold_off { unlink($hold); return; }
-
-sub chroma_doc
-{
-	my ($coll, $id) = @_;
-	return $node->safe_psql('postgres',
-		"SET chroma_sync.url = '$ENV{CHROMA_URL}'; "
-		  . "SELECT coalesce((SELECT document FROM chroma_get('$coll', ids => ARRAY['$id'])), '(none)')");
-}
+sub hold_on { unlink("$hold.held"); hold_requests($hold, "$_[0]/upsert"); return; }
 
 fresh_collection($node, $_) for ($ca, $cc);
 make_table($node, 'a', rows => 5, dim => 8);
@@ -78,14 +61,14 @@ sleep(2);
 $node->safe_psql('postgres', q{UPDATE c SET doc = 'c while paused' WHERE id = 3});
 sleep(4);
 ok(-e "$hold.held", "a's request is still held");
-my ($d2, $d3) = (chroma_doc($cc, 2), chroma_doc($cc, 3));
+my ($d2, $d3) = (direct_document($node, $cc, 2), direct_document($node, $cc, 3));
 diag("c rows 2, 3 in Chroma while c is paused: '$d2', '$d3'");
 isnt($d2, 'c while paused', "paused c's change of row 2 did not reach Chroma");
 isnt($d3, 'c while paused', "paused c's change of row 3 did not reach Chroma");
 is($node->safe_psql('postgres', q{SELECT count(*) FROM chroma_sync.queue q JOIN chroma_sync.mirror m USING (mirror_id) WHERE m.source = 'c'::regclass AND q.key IN ('2', '3')}),
 	'2', "paused c's changes stay queued");
 
-hold_off();
+release_requests($hold);
 is($node->safe_psql('postgres', "SELECT chroma_flush('a', interval '60 seconds')", timeout => 90), 't',
 	'a flushed once its request is let go');
 $node->safe_psql('postgres', q{SELECT chroma_resume('c')});

@@ -39,16 +39,7 @@ my $node = new_node('t305',
 	  . "chroma_sync.timeout = 90000\nlog_min_messages = debug1\n");
 my $log0 = log_offset($node);
 
-sub hold_on
-{
-	my ($id) = @_;
-	unlink("$hold.held");
-	open(my $fh, '>', $hold) or die $!;
-	print $fh "$id/upsert";
-	close($fh);
-	return;
-}
-sub hold_off { unlink($hold); return; }
+sub hold_on { unlink("$hold.held"); hold_requests($hold, "$_[0]/upsert"); return; }
 
 fresh_collection($node, $_) for ($ca, $cc);
 make_table($node, 'a', rows => 5, dim => 8);
@@ -78,7 +69,7 @@ SELECT 'flush=' || chroma_flush('a', interval '40 seconds');
 \echo flushed
 });
 sleep(1);
-hold_off();
+release_requests($hold);
 my $t0 = time;
 ok(wait_for("a's queue entry gone", 20, sub {
 	$node->safe_psql('postgres', q{SELECT count(*) FROM chroma_sync.queue q JOIN chroma_sync.mirror m

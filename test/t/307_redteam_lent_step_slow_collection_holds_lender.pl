@@ -40,20 +40,6 @@ my $node = new_node('t307',
 	  . "chroma_sync.timeout = 60000\nlog_min_messages = debug1\n");
 my $log0 = log_offset($node);
 sub q1 { return $node->safe_psql('postgres', $_[0]); }
-sub hold_text
-{
-	open(my $fh, '>', $hold) or die $!;
-	print $fh $_[0];
-	close($fh);
-	return;
-}
-sub direct_doc
-{
-	my ($coll, $id) = @_;
-	return q1("SET chroma_sync.url = '$ENV{CHROMA_URL}'; "
-		  . "SELECT coalesce((SELECT document FROM chroma_get('$coll', ids => ARRAY['$id'])), '(none)')");
-}
-
 fresh_collection($node, $_) for ($ca, $cc);
 make_table($node, 'a', rows => 5, dim => 8);
 make_table($node, 'c', rows => 5, dim => 8);
@@ -65,7 +51,7 @@ my $ma = q1("SELECT mirror_id FROM chroma_sync.mirror WHERE source = 'a'::regcla
 my $mc = q1("SELECT mirror_id FROM chroma_sync.mirror WHERE source = 'c'::regclass");
 
 unlink("$hold.held");
-hold_text('zz307');
+hold_requests($hold, 'zz307');
 my $logw = log_offset($node);
 q1(q{UPDATE a SET doc = 'a zz307' WHERE id = 1});
 ok(wait_for("a's request held", 30, sub { -e "$hold.held" }), "a's request is held");
@@ -73,8 +59,8 @@ q1(q{UPDATE c SET doc = 'c zz307' WHERE id = 1});
 ok(wait_for('a lent step of c', 20, sub { slurp_file($node->logfile, $logw) =~ /mirror $ma lends its wait to mirror $mc/ }),
 	"a's step lent its wait to c");
 sleep(1);
-hold_text('c zz307');	# a's request goes on, c's stays held
-ok(wait_for("a's change in Chroma", 15, sub { direct_doc($ca, 1) eq 'a zz307' }),
+hold_requests($hold, 'c zz307');	# a's request goes on, c's stays held
+ok(wait_for("a's change in Chroma", 15, sub { direct_document($node, $ca, 1) eq 'a zz307' }),
 	"a's request reached Chroma");
 my $t0 = time;
 my $gone = wait_for("a's queue entry gone", 15, sub {

@@ -57,9 +57,7 @@ assert_equal($node, 'c', $cc, name => 'c after its backfill');
 my $ida = q1("SELECT collection_id FROM chroma_sync.mirror WHERE source = 'a'::regclass");
 
 unlink("$hold.held");
-open(my $fh, '>', $hold) or die $!;
-print $fh "$ida/upsert";
-close($fh);
+hold_requests($hold, "$ida/upsert");
 q1(q{UPDATE a SET doc = 'a held' WHERE id = 1});
 ok(wait_for("a's request held", 30, sub { -e "$hold.held" }), "a's request is held");
 q1(q{UPDATE c SET doc = 'c live' WHERE id = 2});
@@ -74,7 +72,7 @@ ok(-e "$hold.held", "a's request is still held");
 my $cstate = q1(q{SELECT state FROM chroma_sync.status WHERE source = 'c'::regclass});
 is(direct_count($cc, 1), '1', "id 1 (a row of b, the collection's owner) is still in Chroma: c wrote nothing after the takeover (c's state: $cstate)");
 
-unlink($hold);
+release_requests($hold);
 is(q1("SELECT chroma_flush('a', interval '60 seconds')", timeout => 90), 't', 'a flushed');
 is(q1("SELECT chroma_flush('b', interval '60 seconds')", timeout => 90), 't', 'b flushed');
 my $v = q1(q{SELECT rows || '|' || missing || '|' || extra || '|' || different FROM chroma_verify('b')});

@@ -38,13 +38,6 @@ my $node = new_node('t309',
 	  . "chroma_sync.timeout = 60000\nlog_min_messages = debug1\n");
 my $log0 = log_offset($node);
 sub q1 { return $node->safe_psql('postgres', $_[0]); }
-sub hold_text
-{
-	open(my $fh, '>', $hold) or die $!;
-	print $fh $_[0];
-	close($fh);
-	return;
-}
 
 fresh_collection($node, $_) for ($ca, $cc);
 make_table($node, 'a', rows => 5, dim => 8);
@@ -58,7 +51,7 @@ my $mc = q1("SELECT mirror_id FROM chroma_sync.mirror WHERE source = 'c'::regcla
 
 # 1. a slow lent step of c
 unlink("$hold.held");
-hold_text('zz309');
+hold_requests($hold, 'zz309');
 my $logw = log_offset($node);
 q1(q{UPDATE a SET doc = 'a zz309' WHERE id = 1});
 ok(wait_for("a's request held", 30, sub { -e "$hold.held" }), "a's request is held");
@@ -75,13 +68,13 @@ is(q1("SELECT chroma_flush(NULL, interval '30 seconds')", timeout => 60), 't', '
 
 # 2. within the minute: a's step waits again, c has a change (its request would be held too)
 unlink("$hold.held");
-hold_text('yy309');
+hold_requests($hold, 'yy309');
 my $log2 = log_offset($node);
 q1(q{UPDATE a SET doc = 'a yy309' WHERE id = 2});
 ok(wait_for("a's request held again", 30, sub { -e "$hold.held" }), "a's request is held again");
 q1(q{UPDATE c SET doc = 'c yy309' WHERE id = 2});
 sleep(2);	# a's step waits; a lent step of c, if any, is under way (its request held)
-hold_text('c yy309');	# a's request goes on; c's stays held
+hold_requests($hold, 'c yy309');	# a's request goes on; c's stays held
 my $t1 = time;
 my $gone = wait_for("a's queue entry gone", 8, sub {
 	q1("SELECT count(*) FROM chroma_sync.queue WHERE mirror_id = $ma") eq '0' });

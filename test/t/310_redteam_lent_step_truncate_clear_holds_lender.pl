@@ -36,13 +36,6 @@ my $node = new_node('t310',
 	  . "chroma_sync.timeout = 60000\nlog_min_messages = debug1\n");
 my $log0 = log_offset($node);
 sub q1 { return $node->safe_psql('postgres', $_[0]); }
-sub hold_text
-{
-	open(my $fh, '>', $hold) or die $!;
-	print $fh $_[0];
-	close($fh);
-	return;
-}
 
 fresh_collection($node, $_) for ($ca, $cc);
 make_table($node, 'a', rows => 5, dim => 8);
@@ -56,7 +49,7 @@ poll_query($node, "SELECT backfill_done FROM chroma_sync.mirror WHERE mirror_id 
 is(q1("SELECT chroma_count('$cc')"), '20000', "c's collection holds 20000 records");
 
 unlink("$hold.held");
-hold_text('zz310');
+hold_requests($hold, 'zz310');
 my $logw = log_offset($node);
 q1(q{UPDATE a SET doc = 'a zz310' WHERE id = 1});
 ok(wait_for("a's request held", 30, sub { -e "$hold.held" }), "a's request is held");

@@ -39,20 +39,6 @@ my $node = new_node('t311',
 	  . "chroma_sync.timeout = 60000\nlog_min_messages = debug1\n");
 my $log0 = log_offset($node);
 sub q1 { return $node->safe_psql('postgres', $_[0]); }
-sub hold_text
-{
-	open(my $fh, '>', $hold) or die $!;
-	print $fh $_[0];
-	close($fh);
-	return;
-}
-sub direct_doc
-{
-	my ($coll, $id) = @_;
-	return q1("SET chroma_sync.url = '$ENV{CHROMA_URL}'; "
-		  . "SELECT coalesce((SELECT document FROM chroma_get('$coll', ids => ARRAY['$id'])), '(none)')");
-}
-
 fresh_collection($node, $_) for ($ca, $cc);
 make_table($node, 'a', rows => 5, dim => 8);
 make_table($node, 'c', rows => 5, dim => 8);
@@ -67,7 +53,7 @@ q1("SELECT pg_reload_conf()");
 sleep(2);
 
 unlink("$hold.held");
-hold_text('zz311');
+hold_requests($hold, 'zz311');
 my $logw = log_offset($node);
 q1(q{UPDATE a SET doc = 'a zz311' WHERE id = 1});
 ok(wait_for("a's request held", 30, sub { -e "$hold.held" }), "a's request is held");
@@ -77,8 +63,8 @@ sleep(3);
 unlike(slurp_file($node->logfile, $logw), qr/mirror $ma lends its wait to mirror $mc/,
 	"no lent step while chroma_sync.max_records_per_second is set");
 sleep(1);
-hold_text('nothing-is-held-now');	# a's request goes on
-ok(wait_for("a's change in Chroma", 15, sub { direct_doc($ca, 1) eq 'a zz311' }),
+hold_requests($hold, 'nothing-is-held-now');	# a's request goes on
+ok(wait_for("a's change in Chroma", 15, sub { direct_document($node, $ca, 1) eq 'a zz311' }),
 	"a's request reached Chroma");
 my $t0 = time;
 my $gone = wait_for("a's queue entry gone", 20, sub {

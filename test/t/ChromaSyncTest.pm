@@ -22,7 +22,8 @@ use Time::HiRes qw(sleep time);
 our @EXPORT = qw(new_node mirror_04_date_filter make_table fresh_collection mirror assert_equal
   wait_for poll_query status_row worker_pid wait_for_new_worker
   log_offset assert_no_crash diagnostics chroma_stop chroma_start chroma_kill_restart
-  crash_restart_cluster set_conf insert_rows start_proxy confirm_04_filter resume_04_filter finish);
+  crash_restart_cluster set_conf insert_rows start_proxy hold_requests release_requests direct_document
+  confirm_04_filter resume_04_filter finish);
 
 my $url = $ENV{CHROMA_URL}
   or BAIL_OUT('CHROMA_URL is not set: run the TAP tests through test/run_all.sh');
@@ -380,6 +381,35 @@ sub start_proxy
 	my $port = PostgreSQL::Test::Utils::slurp_file("$dir/port");
 	chomp $port;
 	return $port;
+}
+
+# delay_proxy.pl's hold (started with HOLD_FILE): while HOLD_FILE exists, the requests
+# holding its text (e.g. "<collection id>/upsert") are held at the proxy; HOLD_FILE.held
+# appears once one is.
+sub hold_requests
+{
+	my ($hold, $text) = @_;
+	open(my $fh, '>', $hold) or die "$hold: $!";
+	print $fh $text;
+	close($fh);
+	return;
+}
+
+sub release_requests
+{
+	my ($hold) = @_;
+	unlink($hold);
+	return;
+}
+
+# A record's document read straight from the harness's Chroma server, past any proxy in
+# chroma_sync.url ('(none)': no such record).
+sub direct_document
+{
+	my ($node, $coll, $id) = @_;
+	return $node->safe_psql('postgres',
+		"SET chroma_sync.url = '$ENV{CHROMA_URL}'; "
+		  . "SELECT coalesce((SELECT document FROM chroma_get('$coll', ids => ARRAY['$id'])), '(none)')");
 }
 
 # The end of a test: no crash since $offset, diagnostics when anything failed, stop.
